@@ -1,0 +1,39 @@
+/// \file config.hpp
+/// Build configuration: version, language check, and the host/device macros every header uses.
+#pragma once
+
+#if !defined(__cplusplus) || (__cplusplus < 201703L && !defined(_MSVC_LANG))
+#error "blockscale requires C++17 or later"
+#endif
+
+#define BLOCKSCALE_VERSION_MAJOR 0
+#define BLOCKSCALE_VERSION_MINOR 1
+#define BLOCKSCALE_VERSION_PATCH 0
+/// The version as one number, major * 10000 + minor * 100 + patch.
+#define BLOCKSCALE_VERSION                                                                         \
+  (BLOCKSCALE_VERSION_MAJOR * 10000 + BLOCKSCALE_VERSION_MINOR * 100 + BLOCKSCALE_VERSION_PATCH)
+
+/// `__host__ __device__` under a CUDA compiler, nothing otherwise.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define BLOCKSCALE_HOST_DEVICE __host__ __device__
+#else
+#define BLOCKSCALE_HOST_DEVICE
+#endif
+
+/// Forces inlining where the call overhead would dominate (per-element conversion helpers).
+#if defined(__CUDACC__)
+#define BLOCKSCALE_FORCEINLINE __forceinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#define BLOCKSCALE_FORCEINLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define BLOCKSCALE_FORCEINLINE __forceinline
+#else
+#define BLOCKSCALE_FORCEINLINE inline
+#endif
+
+/// True while compiling device code (the device pass of nvcc).
+#if defined(__CUDA_ARCH__)
+#define BLOCKSCALE_DEVICE_PASS 1
+#else
+#define BLOCKSCALE_DEVICE_PASS 0
+#endif
