@@ -18,13 +18,14 @@ struct discarded_bits {
   bool kept_is_odd;       ///< the last kept bit (the unit's parity)
   bool negative;          ///< the sign of the value being rounded
 
-  BLOCKSCALE_HOST_DEVICE constexpr bool inexact() const noexcept { return fraction != 0 || sticky; }
+  BLOCKSCALE_HOST_DEVICE constexpr bool inexact() const noexcept { return (fraction != 0) | sticky; }
 };
 
 /// Round to nearest, ties to even: IEEE 754's default.
 struct round_nearest_even {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
-    return d.fraction > 0x80000000u || (d.fraction == 0x80000000u && (d.sticky || d.kept_is_odd));
+    // Bitwise operators on purpose: no branches on random data, and loops vectorize.
+    return (d.fraction > 0x80000000u) | ((d.fraction == 0x80000000u) & (d.sticky | d.kept_is_odd));
   }
   BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
 };
@@ -48,7 +49,7 @@ struct round_toward_zero {
 /// Round toward +infinity.
 struct round_up {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
-    return !d.negative && d.inexact();
+    return !d.negative & d.inexact();
   }
   BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool negative) noexcept {
     return !negative;
@@ -58,7 +59,7 @@ struct round_up {
 /// Round toward -infinity.
 struct round_down {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
-    return d.negative && d.inexact();
+    return d.negative & d.inexact();
   }
   BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool negative) noexcept {
     return negative;
@@ -69,7 +70,7 @@ struct round_down {
 /// p + 2 bits and then to nearest at p bits equals rounding once to nearest (Boldo, Melquiond).
 struct round_to_odd {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
-    return d.inexact() && !d.kept_is_odd;
+    return d.inexact() & !d.kept_is_odd;
   }
   BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
 };

@@ -103,7 +103,9 @@ TEST_CASE("UE8M0: powers of two, no zero", "[convert]") {
   CHECK(static_cast<float>(convert<ue8m0>(5.0f)) == 4.0f);
   CHECK(static_cast<float>(convert<ue8m0>(6.0f)) == 8.0f); // tie: 8 has the even exponent field
   CHECK(static_cast<float>(convert<ue8m0>(6.0f, round_nearest_away{})) == 8.0f);
-  CHECK(static_cast<float>(convert<ue8m0>(0.75f)) == 1.0f); // tie between 0.5 and 1
+  CHECK(static_cast<float>(convert<ue8m0>(0.75f)) == 0.5f); // tie: 0.5 is code 126, 1 is 127
+  CHECK(static_cast<float>(convert<ue8m0>(3.0f, round_to_odd{})) == 4.0f); // code 129
+  CHECK(static_cast<float>(convert<ue8m0>(5.0f, round_to_odd{})) == 4.0f);
   // Below 2^-127 there is nothing: every mode gives code 0.
   const float tiny = std::ldexp(1.0f, -140);
   CHECK(convert<ue8m0>(0.0f).bits() == 0);

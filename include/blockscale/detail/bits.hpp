@@ -40,8 +40,11 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR To bit_cast(const From& fro
 #endif
 }
 
-/// Number of leading zero bits of a nonzero 32-bit value (32 for zero).
+/// Number of leading zero bits of a 32-bit value (32 for zero).
 BLOCKSCALE_HOST_DEVICE constexpr int countl_zero(std::uint32_t x) noexcept {
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__)
+  return x == 0 ? 32 : __builtin_clz(x); // constexpr in GCC and Clang
+#endif
   int n = 0;
   for (std::uint32_t probe = 0x80000000u; probe != 0 && (x & probe) == 0; probe >>= 1) ++n;
   return n;

@@ -38,30 +38,33 @@ struct source_traits<double> {
   static constexpr int bias = 1023;
 };
 
-/// The code for a value beyond the largest finite one (or infinite input) under `Overflow`.
+/// The code of a finite result `code` (magnitude, may exceed the format) with `sign` applied, under
+/// the overflow policy; `infinite_input` marks ±Inf, whose `code` is already beyond the max.
 template <class Format, class Rounding>
-BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t overflow_code(bool negative, bool infinite_input,
-                                                            saturate_finite) noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t apply_overflow(std::int32_t code, std::uint8_t sign,
+                                                             bool, bool, saturate_finite) noexcept {
   using traits = format_traits<Format>;
-  (void)infinite_input;
-  return static_cast<std::uint8_t>(traits::max_code | (negative ? traits::sign_mask : 0));
+  return static_cast<std::uint8_t>((code < traits::max_code ? code : traits::max_code) | sign);
 }
 template <class Format, class Rounding>
-BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t overflow_code(bool negative, bool infinite_input,
-                                                            to_nonfinite) noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t apply_overflow(std::int32_t code, std::uint8_t sign,
+                                                             bool negative, bool infinite_input,
+                                                             to_nonfinite) noexcept {
   using traits = format_traits<Format>;
   static_assert(traits::has_nan, "to_nonfinite needs a format with Inf or NaN");
-  const std::uint8_t sign = negative ? traits::sign_mask : std::uint8_t{0};
-  if (!infinite_input && !Rounding::overflows_to_nonfinite(negative))
-    return static_cast<std::uint8_t>(traits::max_code | sign);
-  return static_cast<std::uint8_t>((traits::has_infinity ? traits::infinity_code : traits::nan_code) |
-                                   sign);
+  constexpr std::uint8_t nonfinite = traits::has_infinity ? traits::infinity_code : traits::nan_code;
+  const bool to_infinity = infinite_input || Rounding::overflows_to_nonfinite(negative);
+  const std::int32_t magnitude = code <= traits::max_code ? code
+                                 : to_infinity            ? nonfinite
+                                                          : traits::max_code;
+  return static_cast<std::uint8_t>(magnitude | sign);
 }
 
 /// Encodes `x` in `Format` under `rounding` and `overflow`. Every input has a defined result:
 /// NaN gives the NaN code (+max where the format has no NaN), negative input to an unsigned
 /// format gives its smallest code (0, or 2^-127 for UE8M0), and a format without zero gives its
-/// smallest value for anything that would round below it.
+/// smallest value for anything that would round below it. Written without branches on the value
+/// (the special cases are selected at the end), so that loops over it vectorize.
 template <class Format, class Float, class Rounding, class Overflow>
 BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint8_t
 encode(Float x, Rounding rounding, Overflow overflow) noexcept {
@@ -79,56 +82,66 @@ encode(Float x, Rounding rounding, Overflow overflow) noexcept {
   const bool negative = (u >> (source_width - 1)) != 0;
   const bits_type a = u & magnitude_mask;
 
-  if (a > infinity_bits) return traits::has_nan ? traits::nan_code : traits::max_code;
-  if (!traits::is_signed && negative) return 0;
-  if (a == infinity_bits) return overflow_code<Format, Rounding>(negative, true, overflow);
-
   // |x| = sig * 2^(e - source::mantissa_bits), with the hidden bit of normal numbers in sig.
   const int biased = static_cast<int>(a >> source::mantissa_bits);
-  bits_type sig = a & (hidden_bit - 1);
-  int e = 1 - source::bias;
-  if (biased != 0) {
-    sig |= hidden_bit;
-    e = biased - source::bias;
-  }
+  bits_type sig = (a & (hidden_bit - 1)) | (biased != 0 ? hidden_bit : bits_type{0});
+  int e = (biased != 0 ? biased : 1) - source::bias;
   if constexpr (traits::min_exponent - mantissa_bits < 1 - source::bias) {
     // The target reaches below this source's normal range (UE8M0 from float): give subnormal
     // input its true exponent, so te below is exact.
-    if (biased == 0 && sig != 0) {
-      const int shift = countl_zero(sig) - (source_width - 1 - source::mantissa_bits);
-      sig <<= shift;
-      e -= shift;
-    }
+    const int shift =
+        biased == 0 && sig != 0 ? countl_zero(sig) - (source_width - 1 - source::mantissa_bits) : 0;
+    sig <<= shift;
+    e -= shift;
   }
   const int te = e > traits::min_exponent ? e : traits::min_exponent;
 
-  // |x| / quantum = sig / 2^shift; shift >= source::mantissa_bits - mantissa_bits > 0.
+  // |x| / quantum = sig / 2^shift, shift >= source::mantissa_bits - mantissa_bits > 0: split it
+  // into the kept integer part, the next 32 bits (fraction) and whether anything lies below.
   const int shift = te - e + source::mantissa_bits - mantissa_bits;
-  const bits_type kept = shift < source_width ? sig >> shift : bits_type{0};
-  const bits_type rest = shift < source_width ? sig & ((bits_type{1} << shift) - 1) : sig;
-  // The first 32 bits of `rest` below the binary point, and whether anything lies below them.
-  std::uint32_t fraction = 0;
+  std::uint32_t kept = 0, fraction = 0;
   bool sticky = false;
-  if (shift <= 32) {
-    fraction = static_cast<std::uint32_t>(rest << (32 - shift));
+  if constexpr (sizeof(bits_type) == 4) {
+    // float: sig < 2^24 fits a 64-bit window with 32 fraction bits; straight-line code that
+    // vectorizes. A shift of 56 or more leaves nothing in the window.
+    const std::uint64_t window = std::uint64_t{sig} << 32;
+    const int s = shift < 63 ? shift : 63;
+    const std::uint64_t scaled = window >> s;
+    kept = static_cast<std::uint32_t>(scaled >> 32);
+    fraction = static_cast<std::uint32_t>(scaled);
+    sticky = (scaled << s) != window;
   } else {
+    // double: sig < 2^53, shift >= 45.
+    const bits_type rest = shift < source_width ? sig & ((bits_type{1} << shift) - 1) : sig;
     const int below = shift - 32;
+    kept = static_cast<std::uint32_t>(shift < source_width ? sig >> shift : 0);
     fraction = below < source_width ? static_cast<std::uint32_t>(rest >> below) : 0u;
     sticky = (below < source_width ? rest & ((bits_type{1} << below) - 1) : rest) != 0;
   }
-
-  auto magnitude = static_cast<std::int32_t>(kept);
-  if (rounding.rounds_away(discarded_bits{fraction, sticky, (kept & 1) != 0, negative}))
-    ++magnitude;
-
-  std::int32_t code = ((te - traits::min_exponent) << mantissa_bits) + magnitude;
-  if constexpr (!traits::has_subnormals) {
-    // Exponent field 0 is a normal binade; below it there is nothing, not even zero.
-    code -= std::int32_t{1} << mantissa_bits;
-    if (code < 0) code = 0;
-  }
-  if (code > traits::max_code) return overflow_code<Format, Rounding>(negative, false, overflow);
-  return static_cast<std::uint8_t>(code | (negative ? traits::sign_mask : 0));
+  // The code with the discarded part dropped; rounding away adds one. Its last bit is the parity
+  // that ties-to-even and round-to-odd look at (the last mantissa bit, or for UE8M0, which has
+  // none, the last exponent bit).
+  std::int32_t code = ((te - traits::min_exponent) << mantissa_bits) + static_cast<std::int32_t>(kept);
+  if constexpr (!traits::has_subnormals) code -= std::int32_t{1} << mantissa_bits;
+  // (Parity as `bits << 31 != 0`: GCC folds `(bits & 1) != 0` into a bool truncation that its
+  // vectorizer rejects.)
+  const bool odd = (static_cast<std::uint32_t>(code) << 31) != 0;
+  const bool away = rounding.rounds_away(discarded_bits{fraction, sticky, odd, negative});
+  code += static_cast<std::int32_t>(away);
+  // Without subnormals, exponent field 0 is a normal binade and below it there is nothing, not
+  // even zero: anything smaller becomes the smallest value.
+  if constexpr (!traits::has_subnormals) code = code < 0 ? 0 : code;
+  // The sign by arithmetic rather than a select: random signs would defeat branch prediction.
+  const auto sign = static_cast<std::uint8_t>(
+      traits::is_signed ? static_cast<std::uint32_t>(u >> (source_width - 1)) << traits::magnitude_bits
+                        : 0u);
+  // Inf input arrives here with a code beyond the max (its exponent field is all ones), so the
+  // overflow policy handles it; NaN and negative input to unsigned formats are selected last.
+  std::uint8_t result =
+      apply_overflow<Format, Rounding>(code, sign, negative, a == infinity_bits, overflow);
+  if constexpr (!traits::is_signed) result = negative ? std::uint8_t{0} : result;
+  result = a > infinity_bits ? (traits::has_nan ? traits::nan_code : traits::max_code) : result;
+  return result;
 }
 
 } // namespace detail
