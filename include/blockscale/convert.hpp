@@ -42,7 +42,8 @@ template <class To, class From, class Rounding = round_nearest_even,
           class Overflow = saturate_finite>
 BLOCKSCALE_HOST_DEVICE void convert_n(const From* input, To* output, std::size_t count,
                                       Rounding rounding = {}, Overflow overflow = {}) noexcept {
-  for (std::size_t i = 0; i < count; ++i) output[i] = convert<To>(input[i], rounding, overflow);
+  for (std::size_t i = 0; i < count; ++i)
+    output[i] = convert<To>(input[i], rounding, overflow);
 }
 
 } // namespace v0

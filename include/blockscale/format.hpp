@@ -133,7 +133,8 @@ struct format_traits {
   static constexpr int magnitude_bits = exponent_bits + mantissa_bits;
   static constexpr int total_bits = (is_signed ? 1 : 0) + magnitude_bits;
   static constexpr int code_count = 1 << total_bits;
-  static constexpr std::uint8_t magnitude_mask = static_cast<std::uint8_t>((1u << magnitude_bits) - 1);
+  static constexpr std::uint8_t magnitude_mask =
+      static_cast<std::uint8_t>((1u << magnitude_bits) - 1);
   static constexpr std::uint8_t sign_mask =
       is_signed ? static_cast<std::uint8_t>(1u << magnitude_bits) : std::uint8_t{0};
   static constexpr std::uint8_t code_mask = static_cast<std::uint8_t>((1u << total_bits) - 1);
@@ -145,10 +146,10 @@ struct format_traits {
 
   /// Largest finite magnitude code.
   static constexpr std::uint8_t max_code =
-      nonfinite == nonfinite_encoding::none       ? magnitude_mask
-      : nonfinite == nonfinite_encoding::nan_only ? static_cast<std::uint8_t>(magnitude_mask - 1)
-                                                  : static_cast<std::uint8_t>(
-                                                        (exponent_field_max << mantissa_bits) - 1);
+      nonfinite == nonfinite_encoding::none ? magnitude_mask
+      : nonfinite == nonfinite_encoding::nan_only
+          ? static_cast<std::uint8_t>(magnitude_mask - 1)
+          : static_cast<std::uint8_t>((exponent_field_max << mantissa_bits) - 1);
   /// The canonical NaN (positive; all magnitude bits set). Meaningless when `!has_nan`.
   static constexpr std::uint8_t nan_code = magnitude_mask;
   /// +Inf. Meaningless when `!has_infinity`.

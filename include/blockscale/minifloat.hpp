@@ -25,10 +25,12 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float decode(std::uint8_t c
   const auto magnitude = static_cast<std::uint8_t>(code & traits::magnitude_mask);
   const bool negative = (code & traits::sign_mask) != 0;
   if constexpr (traits::nonfinite == nonfinite_encoding::nan_only) {
-    if (magnitude == traits::nan_code) return std::numeric_limits<float>::quiet_NaN();
+    if (magnitude == traits::nan_code)
+      return std::numeric_limits<float>::quiet_NaN();
   } else if constexpr (traits::nonfinite == nonfinite_encoding::ieee) {
     if (magnitude >= traits::infinity_code) {
-      if (magnitude != traits::infinity_code) return std::numeric_limits<float>::quiet_NaN();
+      if (magnitude != traits::infinity_code)
+        return std::numeric_limits<float>::quiet_NaN();
       return negative ? -std::numeric_limits<float>::infinity()
                       : std::numeric_limits<float>::infinity();
     }
@@ -132,33 +134,35 @@ public:
   BLOCKSCALE_HOST_DEVICE constexpr bool is_inf() const noexcept {
     return traits::has_infinity && (bits_ & traits::magnitude_mask) == traits::infinity_code;
   }
-  BLOCKSCALE_HOST_DEVICE constexpr bool is_finite() const noexcept { return !is_nan() && !is_inf(); }
+  BLOCKSCALE_HOST_DEVICE constexpr bool is_finite() const noexcept {
+    return !is_nan() && !is_inf();
+  }
   BLOCKSCALE_HOST_DEVICE constexpr bool signbit() const noexcept {
     return (bits_ & traits::sign_mask) != 0;
   }
 
-  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator==(minifloat a,
-                                                                            minifloat b) noexcept {
+  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool
+  operator==(minifloat a, minifloat b) noexcept {
     return static_cast<float>(a) == static_cast<float>(b);
   }
-  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator!=(minifloat a,
-                                                                            minifloat b) noexcept {
+  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool
+  operator!=(minifloat a, minifloat b) noexcept {
     return !(a == b);
   }
   friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator<(minifloat a,
-                                                                           minifloat b) noexcept {
+                                                                             minifloat b) noexcept {
     return static_cast<float>(a) < static_cast<float>(b);
   }
   friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator>(minifloat a,
-                                                                           minifloat b) noexcept {
+                                                                             minifloat b) noexcept {
     return b < a;
   }
-  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator<=(minifloat a,
-                                                                            minifloat b) noexcept {
+  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool
+  operator<=(minifloat a, minifloat b) noexcept {
     return static_cast<float>(a) <= static_cast<float>(b);
   }
-  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool operator>=(minifloat a,
-                                                                            minifloat b) noexcept {
+  friend BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR bool
+  operator>=(minifloat a, minifloat b) noexcept {
     return b <= a;
   }
 
@@ -252,6 +256,8 @@ public:
   static constexpr type infinity() noexcept { return type::from_bits(traits::infinity_code); }
   static constexpr type quiet_NaN() noexcept { return type::from_bits(traits::nan_code); }
   static constexpr type signaling_NaN() noexcept { return type::from_bits(traits::nan_code); }
-  static constexpr type denorm_min() noexcept { return type::from_bits(traits::has_subnormals ? 1 : 0); }
+  static constexpr type denorm_min() noexcept {
+    return type::from_bits(traits::has_subnormals ? 1 : 0);
+  }
 };
 } // namespace std

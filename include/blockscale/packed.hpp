@@ -76,7 +76,8 @@ public:
   }
   /// Writes the `Count` exact values to `out`.
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR void unpack(float* out) const noexcept {
-    for (int i = 0; i < Count; ++i) out[i] = static_cast<float>(get(i));
+    for (int i = 0; i < Count; ++i)
+      out[i] = static_cast<float>(get(i));
   }
 
   friend BLOCKSCALE_HOST_DEVICE constexpr bool operator==(packed_e2m1 a, packed_e2m1 b) noexcept {

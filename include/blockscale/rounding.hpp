@@ -18,7 +18,9 @@ struct discarded_bits {
   bool kept_is_odd;       ///< the last kept bit (the unit's parity)
   bool negative;          ///< the sign of the value being rounded
 
-  BLOCKSCALE_HOST_DEVICE constexpr bool inexact() const noexcept { return (fraction != 0) | sticky; }
+  BLOCKSCALE_HOST_DEVICE constexpr bool inexact() const noexcept {
+    return (fraction != 0) | sticky;
+  }
 };
 
 /// Round to nearest, ties to even: IEEE 754's default.
@@ -27,7 +29,9 @@ struct round_nearest_even {
     // Bitwise operators on purpose: no branches on random data, and loops vectorize.
     return (d.fraction > 0x80000000u) | ((d.fraction == 0x80000000u) & (d.sticky | d.kept_is_odd));
   }
-  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept {
+    return true;
+  }
 };
 
 /// Round to nearest, ties away from zero.
@@ -35,7 +39,9 @@ struct round_nearest_away {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
     return d.fraction >= 0x80000000u;
   }
-  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept {
+    return true;
+  }
 };
 
 /// Truncate the magnitude.
@@ -72,7 +78,9 @@ struct round_to_odd {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
     return d.inexact() & !d.kept_is_odd;
   }
-  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept {
+    return true;
+  }
 };
 
 /// Stochastic rounding: away from zero with probability equal to the discarded fraction. `bits`
@@ -85,7 +93,9 @@ struct round_stochastic {
   BLOCKSCALE_HOST_DEVICE constexpr bool rounds_away(discarded_bits d) const noexcept {
     return std::uint64_t{d.fraction} + bits >= (std::uint64_t{1} << 32);
   }
-  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE static constexpr bool overflows_to_nonfinite(bool) noexcept {
+    return true;
+  }
 };
 
 /// Values beyond the largest finite number become ±max finite (the default).
@@ -93,7 +103,8 @@ struct saturate_finite {};
 
 /// Values beyond the largest finite number become ±Inf, or NaN where the format has no Inf, as in
 /// IEEE 754 §7.4: toward-zero rounding, and directed rounding toward the other side, still give
-/// ±max finite. Infinite input stays infinite (NaN without Inf). Formats with neither cannot use it.
+/// ±max finite. Infinite input stays infinite (NaN without Inf). Formats with neither cannot use
+/// it.
 struct to_nonfinite {};
 
 } // namespace v0

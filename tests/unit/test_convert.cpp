@@ -11,8 +11,12 @@
 using namespace blockscale;
 
 namespace {
-float next_up(float x) { return std::nextafter(x, std::numeric_limits<float>::infinity()); }
-float next_down(float x) { return std::nextafter(x, -std::numeric_limits<float>::infinity()); }
+float next_up(float x) {
+  return std::nextafter(x, std::numeric_limits<float>::infinity());
+}
+float next_down(float x) {
+  return std::nextafter(x, -std::numeric_limits<float>::infinity());
+}
 } // namespace
 
 TEST_CASE("E2M1 nearest-even decision points (Transformer Engine's table)", "[convert]") {
@@ -132,8 +136,7 @@ TEST_CASE("double input is rounded once, from its exact value", "[convert]") {
   CHECK(convert<ue8m0>(std::ldexp(1.0, 128), round_nearest_even{}, to_nonfinite{}).bits() == 0xFF);
   // The stochastic fraction of a double is its first 32 discarded bits.
   const double quarter_past_two = 2.25;
-  CHECK(static_cast<float>(convert<e2m1>(quarter_past_two, round_stochastic{0xC0000000u})) ==
-        3.0f);
+  CHECK(static_cast<float>(convert<e2m1>(quarter_past_two, round_stochastic{0xC0000000u})) == 3.0f);
 }
 
 TEST_CASE("FP6 formats come from the same template", "[convert]") {
@@ -149,7 +152,8 @@ TEST_CASE("convert_n converts arrays", "[convert]") {
   e2m1 output[5];
   convert_n(input, output, 5);
   const std::uint8_t expected[] = {0x0, 0x1, 0x5, 0xF, 0x7};
-  for (int i = 0; i < 5; ++i) CHECK(output[i].bits() == expected[i]);
+  for (int i = 0; i < 5; ++i)
+    CHECK(output[i].bits() == expected[i]);
   ue8m0 scales[5];
   convert_n(input, scales, 5, round_up{});
   CHECK(static_cast<float>(scales[2]) == 4.0f);

@@ -26,12 +26,10 @@ double first_principles_value(unsigned code) {
       mantissa == (1 << m) - 1)
     return nan;
   if (Format::nonfinite == nonfinite_encoding::ieee && exponent_field == all_ones)
-    return mantissa != 0 ? nan
-                         : (negative ? -1.0 : 1.0) * std::numeric_limits<double>::infinity();
-  const double magnitude =
-      (exponent_field == 0 && Format::has_subnormals)
-          ? std::ldexp(mantissa, 1 - Format::bias - m)
-          : std::ldexp((1 << m) + mantissa, exponent_field - Format::bias - m);
+    return mantissa != 0 ? nan : (negative ? -1.0 : 1.0) * std::numeric_limits<double>::infinity();
+  const double magnitude = (exponent_field == 0 && Format::has_subnormals)
+                               ? std::ldexp(mantissa, 1 - Format::bias - m)
+                               : std::ldexp((1 << m) + mantissa, exponent_field - Format::bias - m);
   return negative ? -magnitude : magnitude;
 }
 
@@ -42,8 +40,8 @@ unsigned code_count() {
 
 } // namespace
 
-TEMPLATE_TEST_CASE("every code decodes to its first-principles value", "[format]", e2m1, e4m3,
-                   e5m2, ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3, e3m2) {
+TEMPLATE_TEST_CASE("every code decodes to its first-principles value", "[format]", e2m1, e4m3, e5m2,
+                   ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3, e3m2) {
   using format = typename TestType::format;
   for (unsigned code = 0; code < code_count<TestType>(); ++code) {
     INFO("code " << code);
@@ -63,7 +61,8 @@ TEMPLATE_TEST_CASE("every non-NaN code survives encode(decode(code)) in every mo
                    e2m1, e4m3, e5m2, ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3, e3m2) {
   for (unsigned code = 0; code < code_count<TestType>(); ++code) {
     const auto value = TestType::from_bits(static_cast<std::uint8_t>(code));
-    if (value.is_nan()) continue;
+    if (value.is_nan())
+      continue;
     INFO("code " << code);
     const auto x = static_cast<float>(value);
     if (value.is_inf()) {

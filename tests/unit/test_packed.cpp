@@ -21,7 +21,8 @@ TEST_CASE("e2m1x2 keeps element 0 in the low nibble", "[packed]") {
 
 TEST_CASE("e2m1x8 and e2m1x16 round-trip every code in every position", "[packed]") {
   float values[16];
-  for (int i = 0; i < 16; ++i) values[i] = static_cast<float>(e2m1::from_bits(static_cast<std::uint8_t>(i)));
+  for (int i = 0; i < 16; ++i)
+    values[i] = static_cast<float>(e2m1::from_bits(static_cast<std::uint8_t>(i)));
   const auto x16 = e2m1x16::pack(values);
   CHECK(x16.bits() == 0xFEDCBA9876543210ull);
   float out16[16];
@@ -34,7 +35,8 @@ TEST_CASE("e2m1x8 and e2m1x16 round-trip every code in every position", "[packed
   CHECK(x8.bits() == 0xFEDCBA98u);
   float out8[8];
   x8.unpack(out8);
-  for (int i = 0; i < 8; ++i) CHECK(out8[i] == values[8 + i]);
+  for (int i = 0; i < 8; ++i)
+    CHECK(out8[i] == values[8 + i]);
 }
 
 TEST_CASE("pack rounds with the given mode; set replaces one element", "[packed]") {
@@ -49,7 +51,8 @@ TEST_CASE("pack rounds with the given mode; set replaces one element", "[packed]
   edited.set(3, e2m1(4.0f));
   CHECK(edited.get(3).bits() == 0x6);
   for (int i = 0; i < 8; ++i)
-    if (i != 3) CHECK(edited.get(i) == nearest.get(i));
+    if (i != 3)
+      CHECK(edited.get(i) == nearest.get(i));
 }
 
 TEST_CASE("pack_stochastic uses one random word per element", "[packed]") {

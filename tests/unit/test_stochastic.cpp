@@ -43,7 +43,8 @@ TEMPLATE_TEST_CASE("stochastic rounding is exact on representable values", "[sto
   splitmix64 rng{42};
   for (unsigned code = 0; code < format_traits<typename TestType::format>::code_count; ++code) {
     const auto value = TestType::from_bits(static_cast<std::uint8_t>(code));
-    if (!value.is_finite()) continue;
+    if (!value.is_finite())
+      continue;
     const auto x = static_cast<float>(value);
     for (int draw = 0; draw < 64; ++draw)
       REQUIRE(convert<TestType>(x, round_stochastic{rng.next_u32()}).bits() == code);
@@ -75,7 +76,8 @@ TEST_CASE("stochastic rounding goes up for exactly `fraction` of the 2^32 bit va
     const auto x = static_cast<float>(rng.uniform(0.0, 6.0));
     float low = 0, high = 0;
     neighbours<e2m1>(x, low, high);
-    if (low == high) continue;
+    if (low == high)
+      continue;
     const auto fraction = static_cast<std::uint64_t>(
         std::floor(std::ldexp((static_cast<double>(x) - low) / (high - low), 32)));
     const std::uint64_t threshold = (std::uint64_t{1} << 32) - fraction;

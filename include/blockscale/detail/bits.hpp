@@ -46,7 +46,8 @@ BLOCKSCALE_HOST_DEVICE constexpr int countl_zero(std::uint32_t x) noexcept {
   return x == 0 ? 32 : __builtin_clz(x); // constexpr in GCC and Clang
 #endif
   int n = 0;
-  for (std::uint32_t probe = 0x80000000u; probe != 0 && (x & probe) == 0; probe >>= 1) ++n;
+  for (std::uint32_t probe = 0x80000000u; probe != 0 && (x & probe) == 0; probe >>= 1)
+    ++n;
   return n;
 }
 

@@ -52,7 +52,8 @@ BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t apply_overflow(std::int32_t code, 
                                                              to_nonfinite) noexcept {
   using traits = format_traits<Format>;
   static_assert(traits::has_nan, "to_nonfinite needs a format with Inf or NaN");
-  constexpr std::uint8_t nonfinite = traits::has_infinity ? traits::infinity_code : traits::nan_code;
+  constexpr std::uint8_t nonfinite =
+      traits::has_infinity ? traits::infinity_code : traits::nan_code;
   const bool to_infinity = infinite_input || Rounding::overflows_to_nonfinite(negative);
   const std::int32_t magnitude = code <= traits::max_code ? code
                                  : to_infinity            ? nonfinite
@@ -121,8 +122,10 @@ encode(Float x, Rounding rounding, Overflow overflow) noexcept {
   // The code with the discarded part dropped; rounding away adds one. Its last bit is the parity
   // that ties-to-even and round-to-odd look at (the last mantissa bit, or for UE8M0, which has
   // none, the last exponent bit).
-  std::int32_t code = ((te - traits::min_exponent) << mantissa_bits) + static_cast<std::int32_t>(kept);
-  if constexpr (!traits::has_subnormals) code -= std::int32_t{1} << mantissa_bits;
+  std::int32_t code =
+      ((te - traits::min_exponent) << mantissa_bits) + static_cast<std::int32_t>(kept);
+  if constexpr (!traits::has_subnormals)
+    code -= std::int32_t{1} << mantissa_bits;
   // (Parity as `bits << 31 != 0`: GCC folds `(bits & 1) != 0` into a bool truncation that its
   // vectorizer rejects.)
   const bool odd = (static_cast<std::uint32_t>(code) << 31) != 0;
@@ -130,16 +133,19 @@ encode(Float x, Rounding rounding, Overflow overflow) noexcept {
   code += static_cast<std::int32_t>(away);
   // Without subnormals, exponent field 0 is a normal binade and below it there is nothing, not
   // even zero: anything smaller becomes the smallest value.
-  if constexpr (!traits::has_subnormals) code = code < 0 ? 0 : code;
+  if constexpr (!traits::has_subnormals)
+    code = code < 0 ? 0 : code;
   // The sign by arithmetic rather than a select: random signs would defeat branch prediction.
   const auto sign = static_cast<std::uint8_t>(
-      traits::is_signed ? static_cast<std::uint32_t>(u >> (source_width - 1)) << traits::magnitude_bits
-                        : 0u);
+      traits::is_signed
+          ? static_cast<std::uint32_t>(u >> (source_width - 1)) << traits::magnitude_bits
+          : 0u);
   // Inf input arrives here with a code beyond the max (its exponent field is all ones), so the
   // overflow policy handles it; NaN and negative input to unsigned formats are selected last.
   std::uint8_t result =
       apply_overflow<Format, Rounding>(code, sign, negative, a == infinity_bits, overflow);
-  if constexpr (!traits::is_signed) result = negative ? std::uint8_t{0} : result;
+  if constexpr (!traits::is_signed)
+    result = negative ? std::uint8_t{0} : result;
   result = a > infinity_bits ? (traits::has_nan ? traits::nan_code : traits::max_code) : result;
   return result;
 }

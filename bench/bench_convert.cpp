@@ -1,0 +1,175 @@
+// Scalar conversion throughput: float -> E2M1 / E4M3 / UE5M3, nearest-even and stochastic, next
+// to CUDA's host converters and a memcpy of the same input bytes, all in the same run. The
+// counters report input bytes per second; compare each line with BM_memcpy and BM_cuda_*.
+#if BLOCKSCALE_HAVE_CUDA_HEADERS
+#include <cuda_fp4.h>
+#include <cuda_fp8.h>
+#endif
+
+#include <blockscale/blockscale.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace blockscale;
+
+namespace {
+
+constexpr std::size_t element_count = std::size_t{1} << 20; // 4 MiB of float input
+
+// N(0, 2): most values fall inside E2M1's range, with rounding in every binade and some
+// saturation, so a branchy converter sees unpredictable branches as on real activations.
+const std::vector<float>& input() {
+  static const std::vector<float> data = [] {
+    std::vector<float> values(element_count);
+    std::mt19937 rng(2026);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (auto& value : values)
+      value = normal(rng);
+    return values;
+  }();
+  return data;
+}
+
+// Positive inputs spread over many binades, as block scales are (for UE5M3 / E4M3 targets).
+const std::vector<float>& scale_input() {
+  static const std::vector<float> data = [] {
+    std::vector<float> values(element_count);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> exponent(-12.0f, 15.0f);
+    for (auto& value : values)
+      value = std::exp2(exponent(rng));
+    return values;
+  }();
+  return data;
+}
+
+// A counter-based hash for per-element random bits (stands in for a Philox stream).
+inline std::uint32_t hash32(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+void set_bytes(benchmark::State& state) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(element_count * sizeof(float)));
+}
+
+void BM_memcpy(benchmark::State& state) {
+  const auto& x = input();
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    std::memcpy(out.data(), x.data(), x.size() * sizeof(float));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK(BM_memcpy);
+
+// float -> packed E2M1 pairs, the layout of __nv_cvt_float2_to_fp4x2.
+template <class Rounding>
+void pack_e2m1(const float* x, std::uint8_t* out, std::size_t pairs) {
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const auto low = convert<e2m1>(x[2 * i], Rounding{}).bits();
+    const auto high = convert<e2m1>(x[2 * i + 1], Rounding{}).bits();
+    out[i] = static_cast<std::uint8_t>(low | (high << 4));
+  }
+}
+
+void BM_e2m1_nearest_even(benchmark::State& state) {
+  const auto& x = input();
+  std::vector<std::uint8_t> out(x.size() / 2);
+  for (auto _ : state) {
+    pack_e2m1<round_nearest_even>(x.data(), out.data(), out.size());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK(BM_e2m1_nearest_even);
+
+void BM_e2m1_stochastic(benchmark::State& state) {
+  const auto& x = input();
+  std::vector<std::uint8_t> out(x.size() / 2);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const auto j = static_cast<std::uint32_t>(2 * i);
+      const auto low = convert<e2m1>(x[j], round_stochastic{hash32(j)}).bits();
+      const auto high = convert<e2m1>(x[j + 1], round_stochastic{hash32(j + 1)}).bits();
+      out[i] = static_cast<std::uint8_t>(low | (high << 4));
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK(BM_e2m1_stochastic);
+
+template <class To>
+void BM_convert_nearest_even(benchmark::State& state) {
+  const auto& x = scale_input();
+  std::vector<To> out(x.size());
+  for (auto _ : state) {
+    convert_n(x.data(), out.data(), x.size());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK_TEMPLATE(BM_convert_nearest_even, e4m3);
+BENCHMARK_TEMPLATE(BM_convert_nearest_even, ue5m3);
+
+template <class To>
+void BM_convert_stochastic(benchmark::State& state) {
+  const auto& x = scale_input();
+  std::vector<To> out(x.size());
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = convert<To>(x[i], round_stochastic{hash32(static_cast<std::uint32_t>(i))});
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK_TEMPLATE(BM_convert_stochastic, e4m3);
+BENCHMARK_TEMPLATE(BM_convert_stochastic, ue5m3);
+
+#if BLOCKSCALE_HAVE_CUDA_HEADERS
+void BM_cuda_float2_to_fp4x2(benchmark::State& state) {
+  const auto& x = input();
+  std::vector<std::uint8_t> out(x.size() / 2);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] =
+          __nv_cvt_float2_to_fp4x2(float2{x[2 * i], x[2 * i + 1]}, __NV_E2M1, cudaRoundNearest);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK(BM_cuda_float2_to_fp4x2);
+
+void BM_cuda_float_to_e4m3(benchmark::State& state) {
+  const auto& x = scale_input();
+  std::vector<std::uint8_t> out(x.size());
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, __NV_E4M3);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state);
+}
+BENCHMARK(BM_cuda_float_to_e4m3);
+#endif
+
+} // namespace

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the examples and prints the format tables: scripts/demo.sh [arguments for the example...]
+# The build directory is build-demo/ unless BLOCKSCALE_BUILD_DIR says otherwise.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+blockscale_install_missing cmake g++ make
+build=${BLOCKSCALE_BUILD_DIR:-$blockscale_root/build-demo}
+
+log=$build/demo-build.log
+mkdir -p "$build"
+# Quiet unless the build fails.
+if ! {
+  cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=OFF \
+    -DBLOCKSCALE_BUILD_BENCHMARKS=OFF -DBLOCKSCALE_BUILD_EXAMPLES=ON &&
+    cmake --build "$build" --parallel "$blockscale_jobs" --target blockscale_example_format_tables
+} >"$log" 2>&1; then
+  cat "$log" >&2
+  exit 1
+fi
+"$build/examples/blockscale_example_format_tables" "$@"
