@@ -1,0 +1,279 @@
+/// \file half.hpp
+/// `bfloat16` and `float16`: 16-bit floating-point storage types for the host and the device, with
+/// exact widening to float and round-to-nearest-even narrowing from float and double. They carry
+/// no arithmetic: they exist to hold matrix inputs (DESIGN.md §6) and .npy data (io/npy.hpp).
+///
+/// Encodings: float16 is IEEE 754 binary16 (1 sign, 5 exponent bits with bias 15, 10 mantissa
+/// bits, subnormals, Inf/NaN); bfloat16 is the upper half of an IEEE binary32 (1 sign, 8 exponent
+/// bits with bias 127, 7 mantissa bits). Both have the same bit patterns as CUDA's `__half` and
+/// `__nv_bfloat16`.
+///
+/// NaN: narrowing keeps the sign and the upper payload bits and sets the quiet bit (as x86 F16C and
+/// AArch64 do). CUDA's host converters `__float2half_rn` / `__float2bfloat16_rn` instead return
+/// the canonical NaN 0x7FFF for every NaN input; that is the one deliberate difference from them
+/// (tests/unit/test_half.cpp, tests/exhaustive/exhaustive_half.cpp).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "config.hpp"
+#include "detail/bits.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+
+class bfloat16;
+class float16;
+
+namespace detail {
+
+/// float → bfloat16 code, round to nearest even, overflow to ±Inf, NaN kept quiet with its sign.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint16_t
+float_to_bfloat16_bits(float x) noexcept {
+  const auto u = bit_cast<std::uint32_t>(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    // NaN: truncate the payload, set the quiet bit so a payload in the low 16 bits stays a NaN.
+    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  }
+  // Adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the dropped
+  // half is above 0x8000, or equal to it with an odd kept half (ties to even). A carry out of the
+  // mantissa bumps the exponent, and from the largest finite value lands on Inf.
+  const std::uint32_t rounded = u + 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+}
+
+/// bfloat16 code → float, exact (the code is the upper half of the float).
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float
+bfloat16_bits_to_float(std::uint16_t bits) noexcept {
+  return bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+/// float → float16 code, round to nearest even, overflow to ±Inf, NaN kept quiet with its sign.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint16_t
+float_to_float16_bits(float x) noexcept {
+  const auto u = bit_cast<std::uint32_t>(x);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t magnitude = u & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) { // NaN: quiet bit 0x0200, upper 9 payload bits kept
+    return static_cast<std::uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x03FFu));
+  }
+  // 65520 (0x477FF000) is the midpoint between the largest finite value 65504 (odd mantissa) and
+  // 2^16: it and everything above round to Inf.
+  if (magnitude >= 0x477FF000u)
+    return static_cast<std::uint16_t>(sign | 0x7C00u);
+  // 2^-25 (0x33000000), half the smallest subnormal 2^-24, ties to the even 0.
+  if (magnitude <= 0x33000000u)
+    return sign;
+  // Normal (>= 2^-14): rebias the exponent from 127 to 15 (subtract 112 << 23) and drop 13 bits.
+  // Subnormal: value = (hidden | mantissa) * 2^(e - 150) = code * 2^-24, so the code is the 24-bit
+  // significand shifted right by 126 - e (14 to 24 here).
+  const bool normal = magnitude >= 0x38800000u;
+  const std::uint32_t significand =
+      normal ? magnitude - 0x38000000u : (magnitude & 0x007FFFFFu) | 0x00800000u;
+  const int shift = normal ? 13 : 126 - static_cast<int>(magnitude >> 23); // bits dropped
+  const std::uint32_t kept = significand >> shift;
+  const std::uint32_t dropped = significand & ((std::uint32_t{1} << shift) - 1u);
+  const std::uint32_t half = std::uint32_t{1} << (shift - 1);
+  // A carry out of the mantissa moves to the next binade (or from subnormal to normal) correctly.
+  const std::uint32_t code =
+      kept + ((dropped > half || (dropped == half && (kept & 1u))) ? 1u : 0u);
+  return static_cast<std::uint16_t>(sign | code);
+}
+
+/// float16 code → float, exact (subnormals, Inf and NaN payloads included).
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float
+float16_bits_to_float(std::uint16_t bits) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t field = (bits >> 10) & 0x1Fu;
+  const std::uint32_t mantissa = bits & 0x03FFu;
+  if (field == 0x1Fu)
+    return bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  if (field != 0)
+    return bit_cast<float>(sign | ((field + 112u) << 23) | (mantissa << 13));
+  // Zero or subnormal: mantissa * 2^-24, exact in float.
+  const float value = static_cast<float>(mantissa) * exp2i(-24);
+  return sign != 0 ? -value : value;
+}
+
+/// Rounds a double to float with round-to-odd, so that a second rounding to a format with at most
+/// 11 significant bits (float16, bfloat16) gives the correctly rounded result of the double.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float
+double_to_float_round_odd(double x) noexcept {
+  const auto nearest = static_cast<float>(x);
+  if (!(x == x) || static_cast<double>(nearest) == x)
+    return nearest; // NaN or exact
+  auto bits = bit_cast<std::uint32_t>(nearest);
+  // Rounded away from zero (Inf included): step back to the truncated value, then mark it inexact.
+  const bool away = x > 0 ? static_cast<double>(nearest) > x : static_cast<double>(nearest) < x;
+  if (away)
+    --bits;
+  return bit_cast<float>(bits | 1u);
+}
+
+/// The CUDA type with the same encoding as `Half`, where the CUDA header was included before this
+/// one; `void` otherwise.
+template <class Half>
+struct cuda_half_type {
+  using type = void;
+};
+/// The raw (public bits) companion of a CUDA 16-bit type.
+template <class Cuda>
+struct cuda_half_raw {};
+#if defined(__CUDA_BF16_TYPES_EXIST__)
+template <>
+struct cuda_half_type<bfloat16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct cuda_half_raw<__nv_bfloat16> {
+  using type = __nv_bfloat16_raw;
+};
+#endif
+#if defined(__CUDA_FP16_TYPES_EXIST__)
+template <>
+struct cuda_half_type<float16> {
+  using type = __half;
+};
+template <>
+struct cuda_half_raw<__half> {
+  using type = __half_raw;
+};
+#endif
+
+template <class Half, class Cuda>
+using enable_if_cuda_half =
+    std::enable_if_t<!std::is_void<Cuda>::value &&
+                         std::is_same<Cuda, typename cuda_half_type<Half>::type>::value,
+                     int>;
+
+} // namespace detail
+
+/// A bfloat16 value (the upper 16 bits of an IEEE binary32), stored in two bytes. Trivially
+/// copyable; a storage type without arithmetic or comparisons (convert to float for those).
+class bfloat16 {
+public:
+  bfloat16() = default;
+
+  /// Rounds to nearest, ties to even; overflow gives ±Inf, NaN a quiet NaN with the same sign.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit bfloat16(float x) noexcept
+      : bits_(detail::float_to_bfloat16_bits(x)) {}
+  /// Rounds the double itself to nearest even (no double rounding through float).
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit bfloat16(double x) noexcept
+      : bits_(detail::float_to_bfloat16_bits(detail::double_to_float_round_odd(x))) {}
+
+  /// Reinterprets CUDA's `__nv_bfloat16`: available when `cuda_bf16.h` is included before
+  /// blockscale. No conversion happens; the bits are copied.
+  template <class Cuda, detail::enable_if_cuda_half<bfloat16, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit bfloat16(const Cuda& value) noexcept
+      : bits_(static_cast<typename detail::cuda_half_raw<Cuda>::type>(value).x) {}
+  /// The same bits as CUDA's `__nv_bfloat16`.
+  template <class Cuda, detail::enable_if_cuda_half<bfloat16, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
+    typename detail::cuda_half_raw<Cuda>::type raw;
+    raw.x = bits_;
+    return Cuda(raw);
+  }
+
+  /// The value with the given code.
+  BLOCKSCALE_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t bits) noexcept {
+    return bfloat16(bits_tag{}, bits);
+  }
+  /// The code.
+  BLOCKSCALE_HOST_DEVICE constexpr std::uint16_t bits() const noexcept { return bits_; }
+
+  /// The exact value.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator float() const noexcept {
+    return detail::bfloat16_bits_to_float(bits_);
+  }
+  /// The exact value.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator double() const noexcept {
+    return static_cast<double>(detail::bfloat16_bits_to_float(bits_));
+  }
+
+  /// True for every NaN code (exponent all ones, mantissa nonzero).
+  BLOCKSCALE_HOST_DEVICE constexpr bool is_nan() const noexcept {
+    return (bits_ & 0x7FFFu) > 0x7F80u;
+  }
+  /// True for ±Inf.
+  BLOCKSCALE_HOST_DEVICE constexpr bool is_inf() const noexcept {
+    return (bits_ & 0x7FFFu) == 0x7F80u;
+  }
+  /// True for the sign bit set (-0 and negative NaNs included).
+  BLOCKSCALE_HOST_DEVICE constexpr bool signbit() const noexcept { return (bits_ & 0x8000u) != 0; }
+
+private:
+  struct bits_tag {};
+  BLOCKSCALE_HOST_DEVICE constexpr bfloat16(bits_tag, std::uint16_t bits) noexcept : bits_(bits) {}
+
+  std::uint16_t bits_;
+};
+
+/// An IEEE 754 binary16 value, stored in two bytes. Trivially copyable; a storage type without
+/// arithmetic or comparisons (convert to float for those).
+class float16 {
+public:
+  float16() = default;
+
+  /// Rounds to nearest, ties to even (subnormals included); overflow (|x| >= 65520) gives ±Inf,
+  /// NaN a quiet NaN with the same sign.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit float16(float x) noexcept
+      : bits_(detail::float_to_float16_bits(x)) {}
+  /// Rounds the double itself to nearest even (no double rounding through float).
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit float16(double x) noexcept
+      : bits_(detail::float_to_float16_bits(detail::double_to_float_round_odd(x))) {}
+
+  /// Reinterprets CUDA's `__half`: available when `cuda_fp16.h` is included before blockscale.
+  /// No conversion happens; the bits are copied.
+  template <class Cuda, detail::enable_if_cuda_half<float16, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit float16(const Cuda& value) noexcept
+      : bits_(static_cast<typename detail::cuda_half_raw<Cuda>::type>(value).x) {}
+  /// The same bits as CUDA's `__half`.
+  template <class Cuda, detail::enable_if_cuda_half<float16, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
+    typename detail::cuda_half_raw<Cuda>::type raw;
+    raw.x = bits_;
+    return Cuda(raw);
+  }
+
+  /// The value with the given code.
+  BLOCKSCALE_HOST_DEVICE static constexpr float16 from_bits(std::uint16_t bits) noexcept {
+    return float16(bits_tag{}, bits);
+  }
+  /// The code.
+  BLOCKSCALE_HOST_DEVICE constexpr std::uint16_t bits() const noexcept { return bits_; }
+
+  /// The exact value (every float16 is a float).
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator float() const noexcept {
+    return detail::float16_bits_to_float(bits_);
+  }
+  /// The exact value.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator double() const noexcept {
+    return static_cast<double>(detail::float16_bits_to_float(bits_));
+  }
+
+  /// True for every NaN code (exponent all ones, mantissa nonzero).
+  BLOCKSCALE_HOST_DEVICE constexpr bool is_nan() const noexcept {
+    return (bits_ & 0x7FFFu) > 0x7C00u;
+  }
+  /// True for ±Inf.
+  BLOCKSCALE_HOST_DEVICE constexpr bool is_inf() const noexcept {
+    return (bits_ & 0x7FFFu) == 0x7C00u;
+  }
+  /// True for the sign bit set (-0 and negative NaNs included).
+  BLOCKSCALE_HOST_DEVICE constexpr bool signbit() const noexcept { return (bits_ & 0x8000u) != 0; }
+
+private:
+  struct bits_tag {};
+  BLOCKSCALE_HOST_DEVICE constexpr float16(bits_tag, std::uint16_t bits) noexcept : bits_(bits) {}
+
+  std::uint16_t bits_;
+};
+
+static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable<bfloat16>::value,
+              "bfloat16 is two trivially copyable bytes");
+static_assert(sizeof(float16) == 2 && std::is_trivially_copyable<float16>::value,
+              "float16 is two trivially copyable bytes");
+
+} // namespace v0
+} // namespace blockscale
