@@ -139,6 +139,20 @@ int main(int argc, char** argv) {
   print_format<ue5m3_ieee>("ue5m3_ieee");
   print_format<ue8m0>("ue8m0");
 
+  if (markdown) {
+    std::printf("\nE2M1 codes:\n\n| code |");
+    for (int code = 0; code < 16; ++code)
+      std::printf(" 0x%X |", code);
+    std::printf("\n|---|");
+    for (int code = 0; code < 16; ++code)
+      std::printf("---|");
+    std::printf("\n| value |");
+    for (int code = 0; code < 16; ++code)
+      std::printf(" %s |",
+                  format_value(static_cast<float>(e2m1::from_bits(static_cast<std::uint8_t>(code))))
+                      .c_str());
+    std::printf("\n");
+  }
   const float element_inputs[] = {0.3f, 2.5f, -2.6f, 5.0f, 7.0f, -100.0f};
   print_conversions<e2m1>("e2m1", element_inputs, 6);
   const float scale_inputs[] = {0.001f, 3.3f, 300.0f, 70000.0f, 1e6f};
