@@ -1,0 +1,46 @@
+/// \file scale_layout.hpp
+/// Where the block scale of (row m, block kb) lives in memory. Row-major: m · blocks + kb. The
+/// tensor-core layout of cuBLASLt (VEC16_UE4M3 / VEC32_UE8M0) and CUTLASS's Sm1xx block-scaled
+/// config pads rows to a multiple of 128 and blocks to a multiple of 4 (with zero scales) and
+/// stores each 128×4 tile as 512 consecutive bytes (REFERENCE.md §3):
+///
+///     tile   = (m / 128) · ceil(blocks / 4) + kb / 4
+///     offset = tile · 512 + (m % 32) · 16 + ((m % 128) / 32) · 4 + kb % 4
+#pragma once
+
+#include <cstddef>
+
+#include "config.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+
+/// Memory layout of a matrix's block scales.
+enum class scale_layout {
+  row_major,   ///< [rows][blocks]
+  tensor_core, ///< 128×4 tiles of 512 bytes, rows padded to 128 and blocks to 4
+};
+
+/// Offset of scale (m, kb) in the tensor-core layout, for a matrix with `blocks` blocks per row.
+BLOCKSCALE_HOST_DEVICE constexpr std::size_t tensor_core_scale_offset(std::size_t m, std::size_t kb,
+                                                                      std::size_t blocks) noexcept {
+  const std::size_t tile = (m / 128) * ((blocks + 3) / 4) + kb / 4;
+  return tile * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + kb % 4;
+}
+
+/// Offset of scale (m, kb) in `layout`.
+BLOCKSCALE_HOST_DEVICE constexpr std::size_t
+scale_offset(scale_layout layout, std::size_t m, std::size_t kb, std::size_t blocks) noexcept {
+  return layout == scale_layout::row_major ? m * blocks + kb
+                                           : tensor_core_scale_offset(m, kb, blocks);
+}
+
+/// Bytes of scale storage for `rows` × `blocks` scales in `layout` (padding included).
+BLOCKSCALE_HOST_DEVICE constexpr std::size_t
+scale_storage_size(scale_layout layout, std::size_t rows, std::size_t blocks) noexcept {
+  return layout == scale_layout::row_major ? rows * blocks
+                                           : ((rows + 127) / 128 * 128) * ((blocks + 3) / 4 * 4);
+}
+
+} // namespace v0
+} // namespace blockscale

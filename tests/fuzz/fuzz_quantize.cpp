@@ -1,0 +1,87 @@
+// libFuzzer target: quantization of fuzzer-chosen matrices (any float bits, NaN and Inf
+// included, any small shape and option set) never crashes, the fast path equals the reference
+// path bit for bit, and dequantization gives NaN only from NaN scales or NaN element codes.
+//   bytes: rows, cols, option flags, seed byte, tensor-scale exponent, then the float data.
+#include <blockscale/blockscale.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+using namespace blockscale;
+
+namespace {
+
+void require(bool condition) {
+  if (!condition)
+    std::abort();
+}
+
+template <class Format>
+void run(const std::vector<float>& x, std::size_t rows, std::size_t cols,
+         const quantize_options& options) {
+  const matrix_view<const float> view(x.data(), rows, cols);
+  quantized_matrix<Format> fast, reference;
+  try {
+    fast = quantize<Format>(view, options);
+  } catch (const std::invalid_argument&) {
+    // Options the format cannot do must be rejected by both paths alike.
+    bool rejected = false;
+    try {
+      (void)quantize_reference<Format>(view, options);
+    } catch (const std::invalid_argument&) {
+      rejected = true;
+    }
+    require(rejected);
+    return;
+  }
+  reference = quantize_reference<Format>(view, options);
+  require(fast == reference);
+  std::vector<float> out(fast.rows() * fast.cols());
+  dequantize(fast, matrix_view<float>(out.data(), fast.rows(), fast.cols()));
+  for (std::size_t r = 0; r < fast.rows(); ++r)
+    for (std::size_t c = 0; c < fast.cols(); ++c) {
+      // dequantize() and value() decode in the same order, so they agree to the bit.
+      const float value = out[r * fast.cols() + c], single = fast.value(r, c);
+      require(std::memcmp(&value, &single, sizeof value) == 0);
+      // NaN only from a NaN scale or a NaN element code (E4M3 from Inf · 0 when the factor
+      // underflowed): finite codes times finite scales never make one.
+      const float scale = static_cast<float>(fast.block_scale(r, c));
+      if (std::isfinite(scale) && std::isfinite(fast.tensor_scale()) &&
+          !fast.element(r, c).is_nan())
+        require(!std::isnan(value));
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 5)
+    return 0;
+  const std::size_t rows = data[0] % 40, cols = data[1] % 70;
+  const std::uint8_t flags = data[2];
+  quantize_options options;
+  options.columnwise = (flags & 1) != 0;
+  options.shape = (flags & 2) != 0 ? block_shape::tile : block_shape::rowwise;
+  options.rounding =
+      (flags & 4) != 0 ? element_rounding::stochastic : element_rounding::nearest_even;
+  options.hadamard = (flags & 8) != 0;
+  options.layout = (flags & 16) != 0 ? scale_layout::tensor_core : scale_layout::row_major;
+  options.threads = (flags & 32) != 0 ? 2 : 1;
+  options.seed = data[3];
+  options.tensor_scale = std::ldexp(1.0f, static_cast<int>(data[4]) - 128);
+  if ((flags & 64) != 0)
+    options.rule = scale_rules::rceil();
+  std::vector<float> x(rows * cols, 0.0f);
+  const std::size_t available = (size - 5) / 4;
+  for (std::size_t i = 0; i < x.size() && i < available; ++i)
+    std::memcpy(&x[i], data + 5 + 4 * i, 4);
+  run<nvfp4>(x, rows, cols, options);
+  run<ue5m3_fp4>(x, rows, cols, options);
+  run<mxfp4>(x, rows, cols, options);
+  run<mxfp8>(x, rows, cols, options);
+  return 0;
+}
