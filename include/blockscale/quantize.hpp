@@ -183,7 +183,9 @@ inline std::uint32_t e2m1_nearest_even(float y) noexcept {
                                   std::uint32_t{a > 2.5f} + std::uint32_t{a >= 3.5f} +
                                   std::uint32_t{a > 5.0f};
   const std::uint32_t code = magnitude | ((bit_cast<std::uint32_t>(y) >> 28) & 0x8u);
-  return y != y ? 0x7u : code;
+  // NaN -> 0x7 by masks rather than a select, which GCC turns into control flow.
+  const std::uint32_t nan = 0u - std::uint32_t{y != y};
+  return (code & ~nan) | (0x7u & nan);
 }
 
 /// Packs 2·n 4-bit codes into n bytes, code 2i in the low nibble, masked by `mask`. The codes
@@ -494,19 +496,15 @@ quantized_matrix<BlockFormat> quantize(matrix_view<T> x, Policy& policy, quantiz
   return q;
 }
 
-/// Decodes `q` into `out` (q.rows() × q.cols()): (element · block scale) · s_dec, exactly as
-/// quantized_matrix::value. Throws std::invalid_argument if `out` has another shape.
+namespace detail {
+/// Decodes the first `cols` columns of every row of `q` into `out` (cols <= padded_cols).
 template <class BlockFormat>
-void dequantize(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
-                unsigned threads = 1) {
+void dequantize_columns(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
+                        std::size_t cols, unsigned threads) {
   using element_type = typename BlockFormat::element_type;
   using scale_type = typename BlockFormat::scale_type;
   constexpr int b = BlockFormat::block_size;
-  if (out.rows() != q.rows() || out.cols() != q.cols())
-    throw std::invalid_argument("dequantize: out is " + std::to_string(out.rows()) + " x " +
-                                std::to_string(out.cols()) + ", the quantized matrix is " +
-                                std::to_string(q.rows()) + " x " + std::to_string(q.cols()));
-  if (q.rows() == 0 || q.cols() == 0)
+  if (q.rows() == 0 || cols == 0)
     return; // nothing to write: out.data() may be null
   const float s_dec = q.tensor_scale();
   const std::size_t blocks = q.blocks_per_row();
@@ -514,11 +512,11 @@ void dequantize(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
     for (std::size_t r = row_begin; r < row_end; ++r) {
       const std::uint8_t* row = q.element_bytes().data() + r * q.row_bytes();
       float* dst = &out(r, 0);
-      for (std::size_t kb = 0; kb < blocks; ++kb) {
+      for (std::size_t kb = 0; kb * b < cols; ++kb) {
         const float scale = static_cast<float>(
             scale_type::from_bits(q.scale_bytes()[scale_offset(q.layout(), r, kb, blocks)]));
         const std::size_t c0 = kb * b;
-        const std::size_t count = std::min<std::size_t>(b, q.cols() - c0);
+        const std::size_t count = std::min<std::size_t>(b, cols - c0);
         if constexpr (BlockFormat::element_bits == 4) {
           // One product per code, in the order (element · scale) · s_dec.
           float table[16];
@@ -537,7 +535,7 @@ void dequantize(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
     }
   };
   const unsigned count = static_cast<unsigned>(
-      std::min<std::size_t>(detail::resolve_threads(threads), std::max<std::size_t>(q.rows(), 1)));
+      std::min<std::size_t>(resolve_threads(threads), std::max<std::size_t>(q.rows(), 1)));
   if (count <= 1) {
     work(0, q.rows());
     return;
@@ -547,6 +545,31 @@ void dequantize(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
     workers.emplace_back(work, q.rows() * t / count, q.rows() * (t + 1) / count);
   for (auto& worker : workers)
     worker.join();
+}
+} // namespace detail
+
+/// Decodes `q` into `out` (q.rows() × q.cols()): (element · block scale) · s_dec, exactly as
+/// quantized_matrix::value. Throws std::invalid_argument if `out` has another shape.
+template <class BlockFormat>
+void dequantize(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
+                unsigned threads = 1) {
+  if (out.rows() != q.rows() || out.cols() != q.cols())
+    throw std::invalid_argument("dequantize: out is " + std::to_string(out.rows()) + " x " +
+                                std::to_string(out.cols()) + ", the quantized matrix is " +
+                                std::to_string(q.rows()) + " x " + std::to_string(q.cols()));
+  detail::dequantize_columns(q, out, q.cols(), threads);
+}
+
+/// Decodes `q` including its padding columns into `out` (q.rows() × q.padded_cols()): what a
+/// GEMM over the padded K sees (nonzero padding only after the Hadamard transform).
+template <class BlockFormat>
+void dequantize_padded(const quantized_matrix<BlockFormat>& q, matrix_view<float> out,
+                       unsigned threads = 1) {
+  if (out.rows() != q.rows() || out.cols() != q.padded_cols())
+    throw std::invalid_argument("dequantize_padded: out is " + std::to_string(out.rows()) + " x " +
+                                std::to_string(out.cols()) + ", expected " +
+                                std::to_string(q.rows()) + " x " + std::to_string(q.padded_cols()));
+  detail::dequantize_columns(q, out, q.padded_cols(), threads);
 }
 
 } // namespace v0
