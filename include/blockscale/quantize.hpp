@@ -188,19 +188,21 @@ inline std::uint32_t e2m1_nearest_even(float y) noexcept {
   return (code & ~nan) | (0x7u & nan);
 }
 
-/// Packs 2·n 4-bit codes into n bytes, code 2i in the low nibble, masked by `mask`. The codes
-/// are narrowed to bytes first and pairs combined as 16-bit lanes (a shift and an or), which
-/// vectorizes without shuffles.
+/// Packs 2·n 4-bit codes held in 32-bit lanes into n bytes, code 2i in the low nibble, masked
+/// by `mask`. A pair read as one 64-bit word (code 2i in the low half on a little-endian host)
+/// folds with one shift and one or, so the loop vectorizes without shuffles.
 inline void pack_nibbles(const std::uint32_t* codes, std::size_t n, std::uint8_t mask,
                          std::uint8_t* out) noexcept {
-  std::uint8_t bytes[256];
-  for (std::size_t i = 0; i < 2 * n; ++i)
-    bytes[i] = static_cast<std::uint8_t>(codes[i]);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint16_t pair;
-    std::memcpy(&pair, bytes + 2 * i, sizeof pair); // little-endian: code 2i in the low byte
-    out[i] = static_cast<std::uint8_t>((pair | (pair >> 4)) & mask);
+    std::uint64_t pair;
+    std::memcpy(&pair, codes + 2 * i, sizeof pair);
+    out[i] = static_cast<std::uint8_t>((pair | (pair >> 28)) & mask);
   }
+#else
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<std::uint8_t>((codes[2 * i] | (codes[2 * i + 1] << 4)) & mask);
+#endif
 }
 
 /// Fills `out[i]` with random_bits(seed, offset, first + i) for i < count (first % 4 == 0 and
@@ -259,6 +261,7 @@ quantize_stats quantize_rows(matrix_view<const T> x, const quantize_options& opt
   std::vector<float> buffer(in_place ? 0 : plan.group_rows * padded);
   std::vector<const float*> row_values(plan.group_rows);
   std::vector<float> amax(blocks), factor(blocks);
+  std::vector<std::uint32_t> amax_bits(blocks);
   std::vector<std::uint8_t> nan(blocks), scale_codes(blocks), keep(blocks);
   std::vector<std::uint32_t> random(stochastic ? padded : 0);
   // Per scale code: its value and f_b = min(1 / (S_b · s_dec), FLT_MAX), 0 for zero and NaN
@@ -274,10 +277,10 @@ quantize_stats quantize_rows(matrix_view<const T> x, const quantize_options& opt
 
   for (std::size_t r0 = row_begin; r0 < row_end; r0 += plan.group_rows) {
     const std::size_t rows_here = std::min(plan.group_rows, plan.rows - r0);
-    // Phase 1: the values of each row and the (group's) block amaxes, NaN tracked apart so the
-    // max loop stays a plain max.
-    std::fill(amax.begin(), amax.end(), 0.0f);
-    std::fill(nan.begin(), nan.end(), std::uint8_t{0});
+    // Phase 1: the values of each row and the (group's) block amaxes. The max runs on the bit
+    // patterns with the sign cleared: for floats those order as the magnitudes do, and every
+    // NaN lies above Inf, so one integer max gives the amax and whether the block holds a NaN.
+    std::fill(amax_bits.begin(), amax_bits.end(), 0u);
     for (std::size_t i = 0; i < rows_here; ++i) {
       const float* v = nullptr;
       if constexpr (std::is_same<T, float>::value)
@@ -290,20 +293,20 @@ quantize_stats quantize_rows(matrix_view<const T> x, const quantize_options& opt
       }
       row_values[i] = v;
       for (std::size_t kb = 0; kb < blocks; ++kb) {
-        const float* block = v + kb * b;
-        float block_max = 0.0f;
-        int block_nan = 0;
+        std::uint32_t block_max = amax_bits[kb];
         for (int j = 0; j < b; ++j) {
-          const float a = std::fabs(block[j]);
-          block_max = a > block_max ? a : block_max;
-          block_nan |= block[j] != block[j];
+          std::uint32_t bits;
+          std::memcpy(&bits, v + kb * b + static_cast<std::size_t>(j), sizeof bits);
+          bits &= 0x7FFFFFFFu;
+          block_max = bits > block_max ? bits : block_max;
         }
-        amax[kb] = block_max > amax[kb] ? block_max : amax[kb];
-        nan[kb] = static_cast<std::uint8_t>(nan[kb] | block_nan);
+        amax_bits[kb] = block_max;
       }
     }
-    for (std::size_t kb = 0; kb < blocks; ++kb)
-      amax[kb] = nan[kb] ? std::numeric_limits<float>::quiet_NaN() : amax[kb];
+    for (std::size_t kb = 0; kb < blocks; ++kb) {
+      nan[kb] = amax_bits[kb] > 0x7F800000u ? 1 : 0;
+      amax[kb] = nan[kb] ? std::numeric_limits<float>::quiet_NaN() : bit_cast<float>(amax_bits[kb]);
+    }
 
     // Phase 2: scales, decode factors and statistics for the whole row of blocks.
     block_scales<scale_type>(plan.rule, plan.m, amax.data(), blocks, scale_codes.data());
