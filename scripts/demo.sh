@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the examples and prints the format tables: scripts/demo.sh [arguments for the example...]
+# Builds and runs the main demo, recipe_compare: trains a small MLP under high precision, NVFP4,
+# UE5M3-FP4 and MXFP4 and compares loss and cost (about two minutes on 2 cores; --help lists its
+# options, --quick is a few seconds). scripts/demo.sh [arguments for the example...]
 # The build directory is build-demo/ unless BLOCKSCALE_BUILD_DIR says otherwise.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
@@ -14,9 +16,9 @@ mkdir -p "$build"
 if ! {
   cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=OFF \
     -DBLOCKSCALE_BUILD_BENCHMARKS=OFF -DBLOCKSCALE_BUILD_EXAMPLES=ON &&
-    cmake --build "$build" --parallel "$blockscale_jobs" --target blockscale_example_format_tables
+    cmake --build "$build" --parallel "$blockscale_jobs" --target blockscale_example_recipe_compare
 } >"$log" 2>&1; then
   cat "$log" >&2
   exit 1
 fi
-"$build/examples/blockscale_example_format_tables" "$@"
+"$build/examples/blockscale_example_recipe_compare" "$@"
