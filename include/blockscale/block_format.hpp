@@ -31,11 +31,12 @@ struct block_format {
   static constexpr int element_bits =
       format_traits<typename Element::format>::total_bits <= 4 ? 4 : 8;
   /// Largest finite element and scale values.
-  static constexpr float element_max() noexcept {
-    return static_cast<float>(std::numeric_limits<Element>::max());
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR float element_max() noexcept {
+    return static_cast<float>(
+        Element::from_bits(format_traits<typename Element::format>::max_code));
   }
-  static constexpr float scale_max() noexcept {
-    return static_cast<float>(std::numeric_limits<Scale>::max());
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR float scale_max() noexcept {
+    return static_cast<float>(Scale::from_bits(format_traits<typename Scale::format>::max_code));
   }
 };
 

@@ -26,13 +26,12 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float decode(std::uint8_t c
   const bool negative = (code & traits::sign_mask) != 0;
   if constexpr (traits::nonfinite == nonfinite_encoding::nan_only) {
     if (magnitude == traits::nan_code)
-      return std::numeric_limits<float>::quiet_NaN();
+      return bit_cast<float>(0x7FC00000u); // quiet NaN (numeric_limits is host-only under nvcc)
   } else if constexpr (traits::nonfinite == nonfinite_encoding::ieee) {
     if (magnitude >= traits::infinity_code) {
       if (magnitude != traits::infinity_code)
-        return std::numeric_limits<float>::quiet_NaN();
-      return negative ? -std::numeric_limits<float>::infinity()
-                      : std::numeric_limits<float>::infinity();
+        return bit_cast<float>(0x7FC00000u);
+      return bit_cast<float>(negative ? 0xFF800000u : 0x7F800000u);
     }
   }
   const int field = magnitude >> traits::mantissa_bits;
@@ -239,24 +238,32 @@ public:
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
 
-  static constexpr type min() noexcept {
+  BLOCKSCALE_HOST_DEVICE static constexpr type min() noexcept {
     return type::from_bits(blockscale::detail::power_of_two_code<Format>(traits::min_exponent));
   }
-  static constexpr type max() noexcept { return type::from_bits(traits::max_code); }
-  static constexpr type lowest() noexcept {
+  BLOCKSCALE_HOST_DEVICE static constexpr type max() noexcept {
+    return type::from_bits(traits::max_code);
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr type lowest() noexcept {
     return type::from_bits(traits::is_signed ? traits::max_code | traits::sign_mask : 0);
   }
   /// The gap between 1 and the next value, 2^-mantissa_bits.
-  static constexpr type epsilon() noexcept {
+  BLOCKSCALE_HOST_DEVICE static constexpr type epsilon() noexcept {
     return type::from_bits(blockscale::detail::power_of_two_code<Format>(-traits::mantissa_bits));
   }
-  static constexpr type round_error() noexcept {
+  BLOCKSCALE_HOST_DEVICE static constexpr type round_error() noexcept {
     return type::from_bits(blockscale::detail::power_of_two_code<Format>(-1));
   }
-  static constexpr type infinity() noexcept { return type::from_bits(traits::infinity_code); }
-  static constexpr type quiet_NaN() noexcept { return type::from_bits(traits::nan_code); }
-  static constexpr type signaling_NaN() noexcept { return type::from_bits(traits::nan_code); }
-  static constexpr type denorm_min() noexcept {
+  BLOCKSCALE_HOST_DEVICE static constexpr type infinity() noexcept {
+    return type::from_bits(traits::infinity_code);
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr type quiet_NaN() noexcept {
+    return type::from_bits(traits::nan_code);
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr type signaling_NaN() noexcept {
+    return type::from_bits(traits::nan_code);
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr type denorm_min() noexcept {
     return type::from_bits(traits::has_subnormals ? 1 : 0);
   }
 };

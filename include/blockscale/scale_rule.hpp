@@ -76,23 +76,23 @@ struct scale_rule {
 
 namespace scale_rules {
 /// NVFP4 as in Transformer Engine: the block max lands at 6, the scale rounds to nearest.
-constexpr scale_rule nvfp4() noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule nvfp4() noexcept {
   return {6.0f, scale_rounding::nearest_even};
 }
 /// OCP MX v1.0: X = 2^(floor(log2 amax) - emax(element)); values in (6, 8)·X clip to 6.
-constexpr scale_rule ocp_floor(float element_emax_value = 4.0f) noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule ocp_floor(float element_emax_value = 4.0f) noexcept {
   return {element_emax_value, scale_rounding::down};
 }
 /// cuBLAS "rceil": X = 2^ceil(log2(amax / 6)); never clips, may waste a binade.
-constexpr scale_rule rceil(float element_max = 6.0f) noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule rceil(float element_max = 6.0f) noexcept {
   return {element_max, scale_rounding::up};
 }
 /// UE5M3-FP4 default: target 6, nearest-even.
-constexpr scale_rule ue5m3_nearest() noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule ue5m3_nearest() noexcept {
   return {6.0f, scale_rounding::nearest_even};
 }
 /// UE5M3-FP4, scale rounded up so that no element clips.
-constexpr scale_rule ue5m3_up() noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule ue5m3_up() noexcept {
   return {6.0f, scale_rounding::up};
 }
 } // namespace scale_rules
@@ -100,7 +100,7 @@ constexpr scale_rule ue5m3_up() noexcept {
 /// The documented default rule of each block format: nearest-even at the element max for
 /// UE4M3/UE5M3 scales, OCP floor at 2^emax(element) for UE8M0 scales.
 template <class BlockFormat>
-constexpr scale_rule default_scale_rule() noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr scale_rule default_scale_rule() noexcept {
   using scale = typename BlockFormat::scale_type;
   using element = typename BlockFormat::element_type;
   if constexpr (format_traits<typename scale::format>::mantissa_bits == 0) {

@@ -13,27 +13,13 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "splitmix64.hpp"
 
 using namespace blockscale;
 
 namespace {
 
 constexpr double u = 0x1p-24; // unit roundoff of float
-
-struct splitmix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 1.0) * 0x1p-53; } // (0, 1]
-  double normal() {
-    const double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
 
 std::uint32_t float_bits(float f) {
   std::uint32_t bits;

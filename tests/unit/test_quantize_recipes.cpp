@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "splitmix64.hpp"
 
 using namespace blockscale;
 
@@ -33,22 +34,6 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Inputs
-
-struct splitmix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in (0, 1].
-  double uniform() { return (static_cast<double>(next() >> 11) + 1.0) * 0x1p-53; }
-  double normal() {
-    const double u1 = uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
 
 enum class distribution { normal, laplace, student_t3, uniform_outliers, binades40, row_scaled };
 

@@ -7,26 +7,11 @@
 #include <limits>
 
 #include "catch.hpp"
+#include "splitmix64.hpp"
 
 using namespace blockscale;
 
 namespace {
-
-// SplitMix64: a small, well-distributed generator for the test's random bits and inputs.
-struct splitmix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::uint32_t next_u32() { return static_cast<std::uint32_t>(next() >> 32); }
-  // Uniform in [low, high).
-  double uniform(double low, double high) {
-    return low + (high - low) * static_cast<double>(next() >> 11) * 0x1p-53;
-  }
-};
 
 // The representable values around x >= 0, by the library's directed modes (which the exhaustive
 // tests check independently).
