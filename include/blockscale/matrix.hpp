@@ -115,6 +115,14 @@ public:
   scale_layout layout() const noexcept { return layout_; }
   /// Whether this holds the transpose of the matrix it was quantized from.
   bool columnwise() const noexcept { return columnwise_; }
+  /// Whether the Hadamard transform was applied before quantizing, and its sign mask (a GEMM's
+  /// two operands must agree on both for the transform to cancel).
+  bool hadamard() const noexcept { return hadamard_; }
+  std::uint16_t hadamard_signs() const noexcept { return hadamard_signs_; }
+  void set_hadamard(bool applied, std::uint16_t signs) noexcept {
+    hadamard_ = applied;
+    hadamard_signs_ = applied ? signs : 0;
+  }
 
   /// Element (r, c); throws std::out_of_range outside rows × padded_cols.
   element_type element(std::size_t r, std::size_t c) const {
@@ -155,7 +163,8 @@ public:
 
   friend bool operator==(const quantized_matrix& a, const quantized_matrix& b) noexcept {
     return a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.shape_ == b.shape_ &&
-           a.layout_ == b.layout_ && a.columnwise_ == b.columnwise_ &&
+           a.layout_ == b.layout_ && a.columnwise_ == b.columnwise_ && a.hadamard_ == b.hadamard_ &&
+           a.hadamard_signs_ == b.hadamard_signs_ &&
            detail::bit_cast<std::uint32_t>(a.tensor_scale_) ==
                detail::bit_cast<std::uint32_t>(b.tensor_scale_) &&
            a.elements_ == b.elements_ && a.scales_ == b.scales_;
@@ -176,6 +185,8 @@ private:
   block_shape shape_ = block_shape::rowwise;
   scale_layout layout_ = scale_layout::row_major;
   bool columnwise_ = false;
+  bool hadamard_ = false;
+  std::uint16_t hadamard_signs_ = 0;
   float tensor_scale_ = 1.0f;
   quantize_stats stats_{};
   std::vector<std::uint8_t> elements_;

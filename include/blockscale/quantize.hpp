@@ -377,6 +377,7 @@ quantized_matrix<BlockFormat> quantize(matrix_view<T> input, const quantize_opti
   quantized_matrix<BlockFormat> q(plan.rows, plan.cols, options.shape, options.layout,
                                   options.columnwise);
   q.set_tensor_scale(plan.s_dec);
+  q.set_hadamard(options.hadamard, options.transform.sign_mask());
   if (plan.rows == 0 || plan.cols == 0)
     return q; // nothing to read: x.data() may be null
   // Panels of whole row groups, one per thread.
@@ -418,6 +419,7 @@ quantized_matrix<BlockFormat> quantize_reference(matrix_view<T> input,
   quantized_matrix<BlockFormat> q(plan.rows, plan.cols, options.shape, options.layout,
                                   options.columnwise);
   q.set_tensor_scale(plan.s_dec);
+  q.set_hadamard(options.hadamard, options.transform.sign_mask());
   quantize_stats stats{};
   std::vector<float> group(plan.group_rows * b);
   for (std::size_t r0 = 0; r0 < plan.rows; r0 += plan.group_rows) {

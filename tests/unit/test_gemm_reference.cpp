@@ -710,3 +710,25 @@ TEST_CASE("reference GEMM rejects bad shapes, naming the argument", "[gemm]") {
   CHECK(error_of([&] { gemm::reference(a, b, good); }).empty());
   CHECK(error_of([&] { gemm::reference(a, wf, good); }).empty());
 }
+
+TEST_CASE("reference GEMM rejects operands that disagree on the Hadamard transform", "[gemm]") {
+  const std::vector<float> x(3 * 32, 1.5f), w(5 * 32, -0.5f);
+  quantize_options plain, transformed, other_signs;
+  transformed.hadamard = other_signs.hadamard = true;
+  other_signs.transform = hadamard16::from_seed(3);
+  const auto a = quantize<nvfp4>(matrix_view<const float>(x.data(), 3, 32), transformed);
+  CHECK(a.hadamard());
+  CHECK(a.hadamard_signs() == hadamard16::te_default().sign_mask());
+  const auto b_plain = quantize<nvfp4>(matrix_view<const float>(w.data(), 5, 32), plain);
+  const auto b_other = quantize<nvfp4>(matrix_view<const float>(w.data(), 5, 32), other_signs);
+  const auto b_same = quantize<nvfp4>(matrix_view<const float>(w.data(), 5, 32), transformed);
+  CHECK(!b_plain.hadamard());
+  std::vector<float> c(3 * 5);
+  const matrix_view<float> out(c.data(), 3, 5);
+  CHECK(contains(error_of([&] { gemm::reference(a, b_plain, out); }), "Hadamard"));
+  CHECK(contains(error_of([&] { gemm::reference(a, b_other, out); }), "Hadamard"));
+  CHECK(error_of([&] { gemm::reference(a, b_same, out); }).empty());
+  // The transform cancels: every output is 32 · 1.5 · (-0.5) = -24 up to quantization error.
+  for (float v : c)
+    CHECK(v == Approx(-24.0f).epsilon(0.1));
+}

@@ -409,11 +409,17 @@ inline void check_shapes(std::size_t a_rows, std::size_t a_cols, std::size_t b_r
 /// b is N × K, both quantized along K; the sum runs over k < min(a.padded_cols(),
 /// b.padded_cols()). beta == 0: C is not read. `threads` splits the rows of C (0: all hardware
 /// threads); the result is bit-identical for every thread count. Throws std::invalid_argument
-/// naming the argument when a.cols() != b.cols() or c is not M × N.
+/// naming the argument when a.cols() != b.cols(), c is not M × N, or a and b disagree on the
+/// Hadamard transform (applied to one only, or with other signs: it would not cancel).
 template <class FormatA, class FormatB>
 void reference(const quantized_matrix<FormatA>& a, const quantized_matrix<FormatB>& b,
                matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
   detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
+  if (a.hadamard() != b.hadamard() || a.hadamard_signs() != b.hadamard_signs())
+    throw std::invalid_argument("gemm::reference: a and b disagree on the Hadamard transform "
+                                "(applied: " +
+                                std::to_string(a.hadamard()) + " and " +
+                                std::to_string(b.hadamard()) + "), so it would not cancel");
   const std::size_t length = std::min(a.padded_cols(), b.padded_cols());
   constexpr bool segments = detail::segment_sum_is_exact<FormatA, FormatB>();
   const detail::decoded_operand x = detail::decode(a, length, !segments);
