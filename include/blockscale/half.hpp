@@ -23,8 +23,13 @@
 namespace blockscale {
 inline namespace v0 {
 
-class bfloat16;
-class float16;
+struct bfloat16_layout;
+struct float16_layout;
+template <class Layout>
+class half_storage;
+/// bfloat16 and IEEE binary16, the two instances of half_storage.
+using bfloat16 = half_storage<bfloat16_layout>;
+using float16 = half_storage<float16_layout>;
 
 namespace detail {
 
@@ -149,87 +154,55 @@ using enable_if_cuda_half =
 
 } // namespace detail
 
-/// A bfloat16 value (the upper 16 bits of an IEEE binary32), stored in two bytes. Trivially
-/// copyable; a storage type without arithmetic or comparisons (convert to float for those).
-class bfloat16 {
-public:
-  bfloat16() = default;
-
-  /// Rounds to nearest, ties to even; overflow gives ±Inf, NaN a quiet NaN with the same sign.
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit bfloat16(float x) noexcept
-      : bits_(detail::float_to_bfloat16_bits(x)) {}
-  /// Rounds the double itself to nearest even (no double rounding through float).
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit bfloat16(double x) noexcept
-      : bits_(detail::float_to_bfloat16_bits(detail::double_to_float_round_odd(x))) {}
-
-  /// Reinterprets CUDA's `__nv_bfloat16`: available when `cuda_bf16.h` is included before
-  /// blockscale. No conversion happens; the bits are copied.
-  template <class Cuda, detail::enable_if_cuda_half<bfloat16, Cuda> = 0>
-  BLOCKSCALE_HOST_DEVICE explicit bfloat16(const Cuda& value) noexcept
-      : bits_(static_cast<typename detail::cuda_half_raw<Cuda>::type>(value).x) {}
-  /// The same bits as CUDA's `__nv_bfloat16`.
-  template <class Cuda, detail::enable_if_cuda_half<bfloat16, Cuda> = 0>
-  BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
-    typename detail::cuda_half_raw<Cuda>::type raw;
-    raw.x = bits_;
-    return Cuda(raw);
+/// The bfloat16 encoding: the upper half of an IEEE binary32.
+struct bfloat16_layout {
+  static constexpr std::uint16_t infinity_bits = 0x7F80u;
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint16_t
+  encode(float x) noexcept {
+    return detail::float_to_bfloat16_bits(x);
   }
-
-  /// The value with the given code.
-  BLOCKSCALE_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t bits) noexcept {
-    return bfloat16(bits_tag{}, bits);
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR float
+  decode(std::uint16_t bits) noexcept {
+    return detail::bfloat16_bits_to_float(bits);
   }
-  /// The code.
-  BLOCKSCALE_HOST_DEVICE constexpr std::uint16_t bits() const noexcept { return bits_; }
-
-  /// The exact value.
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator float() const noexcept {
-    return detail::bfloat16_bits_to_float(bits_);
-  }
-  /// The exact value.
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator double() const noexcept {
-    return static_cast<double>(detail::bfloat16_bits_to_float(bits_));
-  }
-
-  /// True for every NaN code (exponent all ones, mantissa nonzero).
-  BLOCKSCALE_HOST_DEVICE constexpr bool is_nan() const noexcept {
-    return (bits_ & 0x7FFFu) > 0x7F80u;
-  }
-  /// True for ±Inf.
-  BLOCKSCALE_HOST_DEVICE constexpr bool is_inf() const noexcept {
-    return (bits_ & 0x7FFFu) == 0x7F80u;
-  }
-  /// True for the sign bit set (-0 and negative NaNs included).
-  BLOCKSCALE_HOST_DEVICE constexpr bool signbit() const noexcept { return (bits_ & 0x8000u) != 0; }
-
-private:
-  struct bits_tag {};
-  BLOCKSCALE_HOST_DEVICE constexpr bfloat16(bits_tag, std::uint16_t bits) noexcept : bits_(bits) {}
-
-  std::uint16_t bits_;
 };
 
-/// An IEEE 754 binary16 value, stored in two bytes. Trivially copyable; a storage type without
-/// arithmetic or comparisons (convert to float for those).
-class float16 {
+/// The IEEE 754 binary16 encoding (subnormals, Inf and NaN).
+struct float16_layout {
+  static constexpr std::uint16_t infinity_bits = 0x7C00u;
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint16_t
+  encode(float x) noexcept {
+    return detail::float_to_float16_bits(x);
+  }
+  BLOCKSCALE_HOST_DEVICE static BLOCKSCALE_BIT_CAST_CONSTEXPR float
+  decode(std::uint16_t bits) noexcept {
+    return detail::float16_bits_to_float(bits);
+  }
+};
+
+/// A 16-bit floating-point value in `Layout`'s encoding (`bfloat16`, `float16`), stored in two
+/// bytes. Trivially copyable; a storage type without arithmetic or comparisons (convert to float
+/// for those).
+template <class Layout>
+class half_storage {
 public:
-  float16() = default;
+  half_storage() = default;
 
-  /// Rounds to nearest, ties to even (subnormals included); overflow (|x| >= 65520) gives ±Inf,
-  /// NaN a quiet NaN with the same sign.
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit float16(float x) noexcept
-      : bits_(detail::float_to_float16_bits(x)) {}
+  /// Rounds to nearest, ties to even (subnormals included); overflow gives ±Inf (float16: from
+  /// |x| >= 65520), NaN a quiet NaN with the same sign.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit half_storage(float x) noexcept
+      : bits_(Layout::encode(x)) {}
   /// Rounds the double itself to nearest even (no double rounding through float).
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit float16(double x) noexcept
-      : bits_(detail::float_to_float16_bits(detail::double_to_float_round_odd(x))) {}
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit half_storage(double x) noexcept
+      : bits_(Layout::encode(detail::double_to_float_round_odd(x))) {}
 
-  /// Reinterprets CUDA's `__half`: available when `cuda_fp16.h` is included before blockscale.
-  /// No conversion happens; the bits are copied.
-  template <class Cuda, detail::enable_if_cuda_half<float16, Cuda> = 0>
-  BLOCKSCALE_HOST_DEVICE explicit float16(const Cuda& value) noexcept
+  /// Reinterprets CUDA's type of the same encoding (`__nv_bfloat16`, `__half`): available when
+  /// `cuda_bf16.h` / `cuda_fp16.h` are included before blockscale. The bits are copied.
+  template <class Cuda, detail::enable_if_cuda_half<half_storage, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit half_storage(const Cuda& value) noexcept
       : bits_(static_cast<typename detail::cuda_half_raw<Cuda>::type>(value).x) {}
-  /// The same bits as CUDA's `__half`.
-  template <class Cuda, detail::enable_if_cuda_half<float16, Cuda> = 0>
+  /// The same bits as CUDA's type.
+  template <class Cuda, detail::enable_if_cuda_half<half_storage, Cuda> = 0>
   BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
     typename detail::cuda_half_raw<Cuda>::type raw;
     raw.x = bits_;
@@ -237,35 +210,36 @@ public:
   }
 
   /// The value with the given code.
-  BLOCKSCALE_HOST_DEVICE static constexpr float16 from_bits(std::uint16_t bits) noexcept {
-    return float16(bits_tag{}, bits);
+  BLOCKSCALE_HOST_DEVICE static constexpr half_storage from_bits(std::uint16_t bits) noexcept {
+    return half_storage(bits_tag{}, bits);
   }
   /// The code.
   BLOCKSCALE_HOST_DEVICE constexpr std::uint16_t bits() const noexcept { return bits_; }
 
-  /// The exact value (every float16 is a float).
+  /// The exact value (every bfloat16 and float16 is a float).
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator float() const noexcept {
-    return detail::float16_bits_to_float(bits_);
+    return Layout::decode(bits_);
   }
   /// The exact value.
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR explicit operator double() const noexcept {
-    return static_cast<double>(detail::float16_bits_to_float(bits_));
+    return static_cast<double>(Layout::decode(bits_));
   }
 
   /// True for every NaN code (exponent all ones, mantissa nonzero).
   BLOCKSCALE_HOST_DEVICE constexpr bool is_nan() const noexcept {
-    return (bits_ & 0x7FFFu) > 0x7C00u;
+    return (bits_ & 0x7FFFu) > Layout::infinity_bits;
   }
   /// True for ±Inf.
   BLOCKSCALE_HOST_DEVICE constexpr bool is_inf() const noexcept {
-    return (bits_ & 0x7FFFu) == 0x7C00u;
+    return (bits_ & 0x7FFFu) == Layout::infinity_bits;
   }
   /// True for the sign bit set (-0 and negative NaNs included).
   BLOCKSCALE_HOST_DEVICE constexpr bool signbit() const noexcept { return (bits_ & 0x8000u) != 0; }
 
 private:
   struct bits_tag {};
-  BLOCKSCALE_HOST_DEVICE constexpr float16(bits_tag, std::uint16_t bits) noexcept : bits_(bits) {}
+  BLOCKSCALE_HOST_DEVICE constexpr half_storage(bits_tag, std::uint16_t bits) noexcept
+      : bits_(bits) {}
 
   std::uint16_t bits_;
 };
