@@ -27,6 +27,7 @@
 #include "block_format.hpp"
 #include "config.hpp"
 #include "convert.hpp"
+#include "detail/parallel.hpp"
 #include "hadamard.hpp"
 #include "matrix.hpp"
 #include "random.hpp"
@@ -162,14 +163,6 @@ void put_element(std::uint8_t* row, std::size_t c, std::uint8_t code) noexcept {
                                                       : (row[c / 2] & 0x0F) | (code << 4));
   else
     row[c] = code;
-}
-
-inline unsigned resolve_threads(unsigned requested) noexcept {
-  if (requested == 0) {
-    const unsigned hardware = std::thread::hardware_concurrency();
-    return hardware == 0 ? 1 : hardware;
-  }
-  return requested;
 }
 
 /// E2M1 round-to-nearest-even by comparisons against the decision points (REFERENCE.md §1), for
@@ -380,26 +373,15 @@ quantized_matrix<BlockFormat> quantize(matrix_view<T> input, const quantize_opti
   q.set_hadamard(options.hadamard, options.transform.sign_mask());
   if (plan.rows == 0 || plan.cols == 0)
     return q; // nothing to read: x.data() may be null
-  // Panels of whole row groups, one per thread.
+  // Panels of whole row groups, one per worker.
   const std::size_t groups = (plan.rows + plan.group_rows - 1) / plan.group_rows;
-  const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(
-      detail::resolve_threads(options.threads), std::max<std::size_t>(groups, 1)));
-  if (threads <= 1) {
-    q.set_stats(detail::quantize_rows(x, options, plan, 0, plan.rows, q));
-    return q;
-  }
-  std::vector<quantize_stats> partial(threads);
-  std::vector<std::thread> workers;
-  workers.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::size_t begin = std::min(plan.rows, groups * t / threads * plan.group_rows);
-    const std::size_t end = std::min(plan.rows, groups * (t + 1) / threads * plan.group_rows);
-    workers.emplace_back([&, t, begin, end] {
-      partial[t] = detail::quantize_rows(x, options, plan, begin, end, q);
-    });
-  }
-  for (auto& worker : workers)
-    worker.join();
+  const unsigned workers = detail::worker_count(options.threads, groups);
+  std::vector<quantize_stats> partial(workers);
+  detail::run_in_ranges(groups, workers, [&](unsigned w, std::size_t begin, std::size_t end) {
+    partial[w] =
+        detail::quantize_rows(x, options, plan, std::min(plan.rows, begin * plan.group_rows),
+                              std::min(plan.rows, end * plan.group_rows), q);
+  });
   quantize_stats stats{};
   for (const auto& p : partial)
     detail::merge_stats(stats, p);
@@ -539,17 +521,8 @@ void dequantize_columns(const quantized_matrix<BlockFormat>& q, matrix_view<floa
       }
     }
   };
-  const unsigned count = static_cast<unsigned>(
-      std::min<std::size_t>(resolve_threads(threads), std::max<std::size_t>(q.rows(), 1)));
-  if (count <= 1) {
-    work(0, q.rows());
-    return;
-  }
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < count; ++t)
-    workers.emplace_back(work, q.rows() * t / count, q.rows() * (t + 1) / count);
-  for (auto& worker : workers)
-    worker.join();
+  detail::run_in_ranges(q.rows(), worker_count(threads, q.rows()),
+                        [&](unsigned, std::size_t begin, std::size_t end) { work(begin, end); });
 }
 } // namespace detail
 

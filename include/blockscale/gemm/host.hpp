@@ -9,12 +9,11 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../config.hpp"
+#include "../detail/parallel.hpp"
 #include "../matrix.hpp"
-#include "../quantize.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -55,17 +54,8 @@ inline void float_tn(matrix_view<const float> a, matrix_view<const float> b, mat
       }
     }
   };
-  const auto count =
-      static_cast<unsigned>(std::min<std::size_t>(detail::resolve_threads(threads), m));
-  if (count <= 1) {
-    rows(0, m);
-    return;
-  }
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < count; ++t)
-    workers.emplace_back(rows, m * t / count, m * (t + 1) / count);
-  for (auto& worker : workers)
-    worker.join();
+  detail::run_in_ranges(m, detail::worker_count(threads, m),
+                        [&](unsigned, std::size_t begin, std::size_t end) { rows(begin, end); });
 }
 
 } // namespace gemm

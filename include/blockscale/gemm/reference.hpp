@@ -53,15 +53,14 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../block_format.hpp"
 #include "../config.hpp"
 #include "../detail/bits.hpp"
+#include "../detail/parallel.hpp"
 #include "../format.hpp"
 #include "../matrix.hpp"
-#include "../quantize.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -307,19 +306,9 @@ inline float epilogue(double sum, double tensor_scales, float alpha, float beta,
 /// Runs body(row_begin, row_end) over [0, rows) on `threads` threads (0: all hardware threads).
 template <class Body>
 void for_rows(std::size_t rows, unsigned threads, const Body& body) {
-  const std::size_t count =
-      std::min<std::size_t>(blockscale::detail::resolve_threads(threads), rows);
-  if (count <= 1) {
-    body(std::size_t{0}, rows);
-    return;
-  }
-  std::vector<std::thread> workers;
-  workers.reserve(count);
-  const std::size_t step = (rows + count - 1) / count;
-  for (std::size_t begin = 0; begin < rows; begin += step)
-    workers.emplace_back(body, begin, std::min(rows, begin + step));
-  for (auto& worker : workers)
-    worker.join();
+  blockscale::detail::run_in_ranges(
+      rows, blockscale::detail::worker_count(threads, rows),
+      [&](unsigned, std::size_t begin, std::size_t end) { body(begin, end); });
 }
 
 /// The product path: every term is one exact product of decoded values, k < length.
