@@ -1,5 +1,7 @@
 // Interop with CUDA's storage types: available when cuda_fp4.h / cuda_fp8.h come first.
 #if BLOCKSCALE_HAVE_CUDA_HEADERS
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 #endif
@@ -7,6 +9,7 @@
 #include <blockscale/blockscale.hpp>
 
 #include <cstdint>
+#include <vector>
 
 #include "catch.hpp"
 
@@ -53,6 +56,28 @@ TEST_CASE("values agree with CUDA's own decoding of the same code", "[cuda-inter
   CHECK(static_cast<float>(e2m1(six)) == 6.0f);
   __nv_fp8_e8m0 eight(8.0f);
   CHECK(static_cast<float>(ue8m0(eight)) == 8.0f);
+}
+
+TEST_CASE("matrices of CUDA's __nv_bfloat16 and __half quantize like blockscale's own",
+          "[cuda-interop]") {
+  const std::size_t rows = 8, cols = 40;
+  std::vector<__nv_bfloat16> cuda_bf16;
+  std::vector<__half> cuda_half;
+  std::vector<bfloat16> ours_bf16;
+  std::vector<float16> ours_half;
+  for (std::size_t i = 0; i < rows * cols; ++i) {
+    const float x = static_cast<float>(static_cast<int>(i * 7919 % 211) - 105) / 8.0f;
+    cuda_bf16.push_back(__float2bfloat16_rn(x));
+    cuda_half.push_back(__float2half_rn(x));
+    ours_bf16.push_back(bfloat16(cuda_bf16.back()));
+    ours_half.push_back(float16(cuda_half.back()));
+  }
+  const auto a = quantize<nvfp4>(matrix_view<const __nv_bfloat16>(cuda_bf16.data(), rows, cols));
+  const auto b = quantize<nvfp4>(matrix_view<const bfloat16>(ours_bf16.data(), rows, cols));
+  CHECK(a == b);
+  const auto c = quantize<ue5m3_fp4>(matrix_view<const __half>(cuda_half.data(), rows, cols));
+  const auto d = quantize<ue5m3_fp4>(matrix_view<const float16>(ours_half.data(), rows, cols));
+  CHECK(c == d);
 }
 #else
 TEST_CASE("CUDA storage interop", "[cuda-interop]") {
