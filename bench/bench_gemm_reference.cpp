@@ -2,7 +2,7 @@
 // hardware threads. The `flops` rate (read G/s as GFLOP/s) counts 2 · M · N · K flops per call, the
 // decode of both operands included.
 #include <blockscale/blockscale.hpp>
-#include <blockscale/gemm/reference.hpp>
+#include <blockscale/host/gemm_reference.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // (64 MiB, in place) next to a memcpy of the same bytes, in the same run. bytes_per_second counts
 // the matrix once (forward_rows reads and writes it; memcpy reads one copy and writes another), so
 // the ratio of the two rates says how close the transform comes to streaming the data.
-#include <blockscale/hadamard.hpp>
+#include <blockscale/block/hadamard.hpp>
 
 #include <benchmark/benchmark.h>
 

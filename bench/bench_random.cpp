@@ -1,7 +1,7 @@
 // Philox4x32-10 throughput on the host: philox_stream (one Philox call per 4 words) against
 // random_bits (one call per word, as an element-parallel kernel would use it), next to a memset of
 // the same output bytes. Counters: items = 32-bit words per second, bytes = 4 per word.
-#include <blockscale/random.hpp>
+#include <blockscale/numeric/random.hpp>
 
 #include <benchmark/benchmark.h>
 

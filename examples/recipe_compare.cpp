@@ -19,8 +19,8 @@
 //             filled only at the evaluation points (every steps/20 steps, and the last row).
 //   loss.svg  The training loss (a centred moving average of log(loss), over steps/10 steps) and
 //             the held-out loss of each recipe, log-scale y axis.
-#include <blockscale/linear.hpp>
-#include <blockscale/recipe.hpp>
+#include <blockscale/training/linear.hpp>
+#include <blockscale/training/recipe.hpp>
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 // The fast quantize path's E2M1 nearest-even conversion (seven comparisons) against convert<e2m1>
 // for all 2^32 float bit patterns, NaN and Inf included. Exit 1 on any mismatch.
-#include <blockscale/quantize.hpp>
+#include <blockscale/host/quantize.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -7,9 +7,9 @@
 // their bits), keeps the index of the neighbouring format values from one input to the next, and
 // derives every mode's answer for both signs from that one lookup.
 
-#include <blockscale/convert.hpp>
-#include <blockscale/minifloat.hpp>
-#include <blockscale/rounding.hpp>
+#include <blockscale/numeric/convert.hpp>
+#include <blockscale/numeric/minifloat.hpp>
+#include <blockscale/numeric/rounding.hpp>
 
 #include <array>
 #include <atomic>

@@ -4,10 +4,10 @@
 // the format's range from a fixed seed; for every format, rounding mode and overflow policy. Also
 // double inputs that no float can represent, and the exact stochastic-rounding threshold.
 // tests/exhaustive/ runs the same comparison over all 2^32 floats.
-#include <blockscale/convert.hpp>
-#include <blockscale/format.hpp>
-#include <blockscale/minifloat.hpp>
-#include <blockscale/rounding.hpp>
+#include <blockscale/numeric/convert.hpp>
+#include <blockscale/numeric/format.hpp>
+#include <blockscale/numeric/minifloat.hpp>
+#include <blockscale/numeric/rounding.hpp>
 
 #include <cmath>
 #include <cstdint>

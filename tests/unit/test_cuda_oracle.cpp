@@ -10,9 +10,9 @@
 #include <cuda_fp6.h>
 #include <cuda_fp8.h>
 
-#include <blockscale/convert.hpp>
-#include <blockscale/minifloat.hpp>
-#include <blockscale/rounding.hpp>
+#include <blockscale/numeric/convert.hpp>
+#include <blockscale/numeric/minifloat.hpp>
+#include <blockscale/numeric/rounding.hpp>
 
 #include <cmath>
 #include <cstdint>

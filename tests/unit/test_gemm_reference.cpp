@@ -12,7 +12,7 @@
 // sequence of IEEE operations on the same inputs (t = s_a · s_b exact, t · acc, then alpha · that
 // or fma(alpha, that, beta · C), then float), so the floats agree to the last bit.
 #include <blockscale/blockscale.hpp>
-#include <blockscale/gemm/reference.hpp>
+#include <blockscale/host/gemm_reference.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -12,7 +12,7 @@
 //   β_g = Σ_g|b| over one 16-group, â = aM + δa, |δa_j| <= gamma4 α_g / 4 and Σ_j|(bM)_j| <= 4 β_g,
 //   so |Σ_j â_j b̂_j - Σ_j (aM)_j (bM)_j| <= (2 gamma4 + gamma4^2) α_g β_g; summed over the groups.
 //   (A bound relative to Σ|a_i||b_i| alone does not hold: the transform mixes the 16 elements.)
-#include <blockscale/hadamard.hpp>
+#include <blockscale/block/hadamard.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <cuda_fp16.h>
 #endif
 
-#include <blockscale/half.hpp>
+#include <blockscale/numeric/half.hpp>
 
 #include <cmath>
 #include <cstdint>

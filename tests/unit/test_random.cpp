@@ -1,6 +1,6 @@
 // Philox4x32-10: Random123's known answers, the (seed, offset, index) -> counter mapping,
 // philox_stream against random_bits, constexpr evaluation, and a statistical sanity check.
-#include <blockscale/random.hpp>
+#include <blockscale/numeric/random.hpp>
 
 #include <cmath>
 #include <cstdint>

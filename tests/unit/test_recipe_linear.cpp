@@ -2,7 +2,7 @@
 // gradients against finite differences in high precision, the fake-quantized GEMMs against the
 // block-scaled reference GEMM, and a short training run per recipe that must lower the loss.
 #include <blockscale/blockscale.hpp>
-#include <blockscale/linear.hpp>
+#include <blockscale/training/linear.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "../detail/bits.hpp"
-#include "../half.hpp"
+#include "../numeric/half.hpp"
 
 namespace blockscale {
 inline namespace v0 {

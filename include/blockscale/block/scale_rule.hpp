@@ -18,10 +18,10 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "../config.hpp"
+#include "../numeric/convert.hpp"
+#include "../numeric/rounding.hpp"
 #include "block_format.hpp"
-#include "config.hpp"
-#include "convert.hpp"
-#include "rounding.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "../detail/parallel.hpp"
-#include "../matrix.hpp"
+#include "quantized_matrix.hpp"
+#include "thread_pool.hpp"
 
 namespace blockscale {
 inline namespace v0 {

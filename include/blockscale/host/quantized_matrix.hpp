@@ -13,10 +13,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "block_format.hpp"
-#include "config.hpp"
-#include "half.hpp"
-#include "scale_layout.hpp"
+#include "../block/block_format.hpp"
+#include "../block/scale_layout.hpp"
+#include "../config.hpp"
+#include "../numeric/half.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -14,9 +14,9 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../format.hpp"
-#include "../rounding.hpp"
-#include "bits.hpp"
+#include "../detail/bits.hpp"
+#include "format.hpp"
+#include "rounding.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "config.hpp"
-#include "detail/bits.hpp"
+#include "../config.hpp"
+#include "../detail/bits.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -24,15 +24,15 @@
 #include <thread>
 #include <vector>
 
-#include "block_format.hpp"
-#include "config.hpp"
-#include "convert.hpp"
-#include "detail/parallel.hpp"
-#include "hadamard.hpp"
-#include "matrix.hpp"
-#include "random.hpp"
-#include "scale_layout.hpp"
-#include "scale_rule.hpp"
+#include "../block/block_format.hpp"
+#include "../block/hadamard.hpp"
+#include "../block/scale_layout.hpp"
+#include "../block/scale_rule.hpp"
+#include "../config.hpp"
+#include "../numeric/convert.hpp"
+#include "../numeric/random.hpp"
+#include "quantized_matrix.hpp"
+#include "thread_pool.hpp"
 
 namespace blockscale {
 inline namespace v0 {

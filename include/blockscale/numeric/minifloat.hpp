@@ -8,9 +8,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "config.hpp"
-#include "detail/bits.hpp"
-#include "detail/encode.hpp"
+#include "../config.hpp"
+#include "../detail/bits.hpp"
+#include "encode.hpp"
 #include "format.hpp"
 #include "rounding.hpp"
 

@@ -55,12 +55,12 @@
 #include <string>
 #include <vector>
 
-#include "../block_format.hpp"
+#include "../block/block_format.hpp"
 #include "../config.hpp"
 #include "../detail/bits.hpp"
-#include "../detail/parallel.hpp"
-#include "../format.hpp"
-#include "../matrix.hpp"
+#include "../numeric/format.hpp"
+#include "quantized_matrix.hpp"
+#include "thread_pool.hpp"
 
 namespace blockscale {
 inline namespace v0 {

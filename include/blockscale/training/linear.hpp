@@ -20,15 +20,15 @@
 #include <variant>
 #include <vector>
 
-#include "config.hpp"
-#include "gemm/host.hpp"
-#include "gemm/reference.hpp"
-#include "hadamard.hpp"
-#include "matrix.hpp"
-#include "metrics.hpp"
-#include "quantize.hpp"
+#include "../block/hadamard.hpp"
+#include "../block/tensor_scale.hpp"
+#include "../config.hpp"
+#include "../host/gemm_float.hpp"
+#include "../host/gemm_reference.hpp"
+#include "../host/metrics.hpp"
+#include "../host/quantize.hpp"
+#include "../host/quantized_matrix.hpp"
 #include "recipe.hpp"
-#include "tensor_scale.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "config.hpp"
-#include "detail/encode.hpp"
+#include "../config.hpp"
+#include "encode.hpp"
 #include "minifloat.hpp"
 #include "rounding.hpp"
 

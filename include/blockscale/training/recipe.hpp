@@ -15,12 +15,12 @@
 #include <optional>
 #include <string>
 
-#include "block_format.hpp"
-#include "config.hpp"
-#include "hadamard.hpp"
-#include "matrix.hpp"
-#include "quantize.hpp"
-#include "scale_rule.hpp"
+#include "../block/block_format.hpp"
+#include "../block/hadamard.hpp"
+#include "../block/scale_rule.hpp"
+#include "../config.hpp"
+#include "../host/quantize.hpp"
+#include "../host/quantized_matrix.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -6,9 +6,9 @@
 
 #include <limits>
 
-#include "config.hpp"
-#include "convert.hpp"
-#include "minifloat.hpp"
+#include "../config.hpp"
+#include "../numeric/convert.hpp"
+#include "../numeric/minifloat.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "config.hpp"
+#include "../config.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "config.hpp"
+#include "../config.hpp"
 
 namespace blockscale {
 inline namespace v0 {

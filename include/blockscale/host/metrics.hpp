@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "matrix.hpp"
 #include "quantize.hpp"
+#include "quantized_matrix.hpp"
 
 namespace blockscale {
 inline namespace v0 {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "config.hpp"
+#include "../config.hpp"
 #include "convert.hpp"
 #include "minifloat.hpp"
 #include "rounding.hpp"

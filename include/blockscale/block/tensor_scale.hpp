@@ -17,9 +17,9 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "../config.hpp"
+#include "../detail/bits.hpp"
 #include "block_format.hpp"
-#include "config.hpp"
-#include "detail/bits.hpp"
 
 namespace blockscale {
 inline namespace v0 {

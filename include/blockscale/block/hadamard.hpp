@@ -26,7 +26,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "config.hpp"
+#include "../config.hpp"
 
 // Full unrolling of the fixed 16-trip loops below (undefined again at the end of this header).
 // None in nvcc's host pass: its front end warns on "GCC unroll" and g++ on a bare "unroll".
