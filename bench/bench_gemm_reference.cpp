@@ -23,7 +23,7 @@ quantized_matrix<nvfp4> operand(std::uint32_t seed) {
     value = normal(rng);
   const matrix_view<const float> view(x.data(), size, size);
   quantize_options options;
-  options.tensor_scale = encode_scale_from_amax(6.0f * 448.0f, measure_amax<nvfp4>(view));
+  options.encode_scale = encode_scale_from_amax(6.0f * 448.0f, measure_amax<nvfp4>(view));
   return quantize<nvfp4>(view, options);
 }
 

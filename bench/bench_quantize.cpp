@@ -53,11 +53,11 @@ void BM_quantize(benchmark::State& state) {
   options.threads = static_cast<unsigned>(state.range(0));
   options.rounding =
       state.range(1) != 0 ? element_rounding::stochastic : element_rounding::nearest_even;
-  options.tensor_scale = 6.0f * 448.0f / 5.0f;
+  options.encode_scale = 6.0f * 448.0f / 5.0f;
   const matrix_view<const float> view(x.data(), rows, cols);
   for (auto _ : state) {
     auto q = quantize<Format>(view, options);
-    benchmark::DoNotOptimize(q.element_bytes().data());
+    benchmark::DoNotOptimize(q.element_data());
   }
   set_bytes(state);
 }

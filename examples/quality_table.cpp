@@ -40,7 +40,7 @@ template <class Format>
 quantization_error run(const std::vector<float>& x, std::size_t cols, quantize_options options) {
   const matrix_view<const float> view(x.data(), x.size() / cols, cols);
   options.threads = 0;
-  return measure_error(view, quantize<Format>(view, options), options);
+  return measure_error(view, quantize<Format>(view, options));
 }
 
 } // namespace
@@ -68,12 +68,12 @@ int main(int argc, char** argv) {
     const auto x = samples(distribution, count);
     const float amax = measure_amax<nvfp4>(matrix_view<const float>(x.data(), count / cols, cols));
     quantize_options two_level;
-    two_level.tensor_scale = encode_scale_from_amax(6.0f * 448.0f, amax); // TE's 6·448 / amax
+    two_level.encode_scale = encode_scale_from_amax(6.0f * 448.0f, amax); // TE's 6·448 / amax
     quantize_options floor_rule, rceil_rule;
     floor_rule.rule = scale_rules::ocp_floor();
     rceil_rule.rule = scale_rules::rceil();
     quantize_options ue5m3_periodic; // the periodic policy's s_enc at 8 binades of headroom
-    ue5m3_periodic.tensor_scale =
+    ue5m3_periodic.encode_scale =
         encode_scale_from_amax(tensor_scale_numerator<ue5m3_fp4>(8), amax);
     const quantization_error errors[] = {
         run<nvfp4>(x, cols, two_level), run<mxfp4>(x, cols, floor_rule),

@@ -13,7 +13,7 @@ int main() {
 
   // NVFP4 with Transformer Engine's tensor scale 6·448 / amax, rowwise 1×16 blocks.
   quantize_options options;
-  options.tensor_scale = encode_scale_from_amax(6.0f * 448.0f, measure_amax<nvfp4>(view));
+  options.encode_scale = encode_scale_from_amax(6.0f * 448.0f, measure_amax<nvfp4>(view));
   quantized_matrix<nvfp4> q = quantize<nvfp4>(view, options);
 
   // UE5M3-FP4 under the periodic policy: amax measured on the first call and every 100th.
@@ -22,8 +22,8 @@ int main() {
 
   std::vector<float> y(rows * cols);
   dequantize(q, matrix_view<float>(y.data(), rows, cols));
-  const quantization_error e = measure_error(view, q, options);
-  const quantization_error f = measure_error(view, u, quantize_options{});
+  const quantization_error e = measure_error(view, q);
+  const quantization_error f = measure_error(view, u);
   std::printf("NVFP4 %.2f dB, UE5M3-FP4 %.2f dB, y[1] = %g (x[1] = %g)\n", e.sqnr_db, f.sqnr_db,
               y[1], x[1]);
   return e.sqnr_db > 15 && f.sqnr_db > 15 ? 0 : 1;

@@ -1,5 +1,6 @@
 /// \file config.hpp
-/// Build configuration: version, language check, and the host/device macros every header uses.
+/// Build configuration: the version (the one place it is written; CMake reads it from here), the
+/// language check, and the host/device macros every header uses.
 #pragma once
 
 #if !defined(__cplusplus) || (__cplusplus < 201703L && !defined(_MSVC_LANG))
@@ -7,7 +8,7 @@
 #endif
 
 #define BLOCKSCALE_VERSION_MAJOR 0
-#define BLOCKSCALE_VERSION_MINOR 1
+#define BLOCKSCALE_VERSION_MINOR 2
 #define BLOCKSCALE_VERSION_PATCH 0
 /// The version as one number, major * 10000 + minor * 100 + patch.
 #define BLOCKSCALE_VERSION                                                                         \
@@ -20,7 +21,8 @@
 #define BLOCKSCALE_HOST_DEVICE
 #endif
 
-/// Forces inlining where the call overhead would dominate (per-element conversion helpers).
+/// Forces inlining of the per-element codec functions, whose call overhead would otherwise dominate
+/// the loops that call them.
 #if defined(__CUDACC__)
 #define BLOCKSCALE_FORCEINLINE __forceinline__
 #elif defined(__GNUC__) || defined(__clang__)
@@ -29,11 +31,4 @@
 #define BLOCKSCALE_FORCEINLINE __forceinline
 #else
 #define BLOCKSCALE_FORCEINLINE inline
-#endif
-
-/// True while compiling device code (the device pass of nvcc).
-#if defined(__CUDA_ARCH__)
-#define BLOCKSCALE_DEVICE_PASS 1
-#else
-#define BLOCKSCALE_DEVICE_PASS 0
 #endif

@@ -50,7 +50,7 @@ void run(const std::vector<float>& x, std::size_t rows, std::size_t cols,
       // NaN only from a NaN scale or a NaN element code (E4M3 from Inf · 0 when the factor
       // underflowed): finite codes times finite scales never make one.
       const float scale = static_cast<float>(fast.block_scale(r, c));
-      if (std::isfinite(scale) && std::isfinite(fast.tensor_scale()) &&
+      if (std::isfinite(scale) && std::isfinite(fast.decode_scale()) &&
           !fast.element(r, c).is_nan())
         require(!std::isnan(value));
     }
@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.layout = (flags & 16) != 0 ? scale_layout::tensor_core : scale_layout::row_major;
   options.threads = (flags & 32) != 0 ? 2 : 1;
   options.seed = data[3];
-  options.tensor_scale = std::ldexp(1.0f, static_cast<int>(data[4]) - 128);
+  options.encode_scale = std::ldexp(1.0f, static_cast<int>(data[4]) - 128);
   if ((flags & 64) != 0)
     options.rule = scale_rules::rceil();
   std::vector<float> x(rows * cols, 0.0f);

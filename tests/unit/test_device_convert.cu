@@ -48,18 +48,16 @@ __global__ void convert_kernel(const float* x, const std::uint32_t* bits, std::u
       out[i * mode_count + mode] = convert_mode<T, Overflow>(x[i], mode, bits[i]);
 }
 
-// The block-scale step of quantization on the device: scale code and decode factor per amax.
-template <class BlockFormat>
-__global__ void scale_kernel(const float* amax, float m, float s_dec, std::uint8_t* codes,
-                             float* factors, int n) {
+// The block-scale step of quantization on the device: the codec's decision per amax, with the
+// rule's rounding mapped to its tag on the host.
+template <class BlockFormat, class ScaleRounding>
+__global__ void scale_kernel(const float* amax, quantize_params params, ScaleRounding rounding,
+                             std::uint8_t* codes, float* factors, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
-    const auto scale =
-        default_scale_rule<BlockFormat>().template block_scale<typename BlockFormat::scale_type>(
-            amax[i], m);
-    codes[i] = scale.bits();
-    const float inverse = 1.0f / (static_cast<float>(scale) * s_dec);
-    factors[i] = inverse < 3.402823466e38f ? inverse : 3.402823466e38f;
+    const auto decision = codec::decide_scale<BlockFormat>(amax[i], params, rounding);
+    codes[i] = decision.scale.bits();
+    factors[i] = decision.factor;
   }
 }
 
@@ -118,15 +116,19 @@ void compare_scales() {
   std::vector<float> amax(n);
   for (auto& a : amax)
     a = static_cast<float>(std::exp2(rng.uniform(-40.0, 40.0)));
-  const float s_enc = 6.0f * 448.0f / 3.7f, s_dec = 1.0f / s_enc;
-  const float m = s_enc * (1.0f / default_scale_rule<BlockFormat>().target);
+  quantize_options options;
+  options.encode_scale = 6.0f * 448.0f / 3.7f;
+  const quantize_params params = make_quantize_params<BlockFormat>(1, 1, options);
   float *damax = nullptr, *dfactors = nullptr;
   std::uint8_t* dcodes = nullptr;
   check(cudaMalloc(&damax, n * sizeof(float)));
   check(cudaMalloc(&dfactors, n * sizeof(float)));
   check(cudaMalloc(&dcodes, n));
   check(cudaMemcpy(damax, amax.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  scale_kernel<BlockFormat><<<(n + 255) / 256, 256>>>(damax, m, s_dec, dcodes, dfactors, n);
+  with_rounding_tags(params, [&](auto scale_rounding, auto) {
+    scale_kernel<BlockFormat>
+        <<<(n + 255) / 256, 256>>>(damax, params, scale_rounding, dcodes, dfactors, n);
+  });
   check(cudaGetLastError());
   std::vector<std::uint8_t> codes(n);
   std::vector<float> factors(n);
@@ -137,12 +139,11 @@ void compare_scales() {
   cudaFree(dcodes);
   std::size_t mismatches = 0;
   for (int i = 0; i < n; ++i) {
-    const auto scale =
-        default_scale_rule<BlockFormat>().template block_scale<typename BlockFormat::scale_type>(
-            amax[i], m);
-    const float inverse = 1.0f / (static_cast<float>(scale) * s_dec);
-    const float factor = inverse < 3.402823466e38f ? inverse : 3.402823466e38f;
-    mismatches += codes[i] != scale.bits() || std::memcmp(&factors[i], &factor, 4) != 0;
+    const auto decision = with_rounding_tags(params, [&](auto scale_rounding, auto) {
+      return codec::decide_scale<BlockFormat>(amax[i], params, scale_rounding);
+    });
+    mismatches += codes[i] != decision.scale.bits() ||
+                  std::memcmp(&factors[i], &decision.factor, sizeof(float)) != 0;
   }
   CHECK(mismatches == 0);
 }

@@ -90,7 +90,7 @@ operand dequantized(const quantized_matrix<F>& q) {
   operand d;
   d.rows = q.rows();
   d.length = q.padded_cols();
-  d.tensor_scale = q.tensor_scale();
+  d.tensor_scale = q.decode_scale();
   for (std::size_t r = 0; r < q.rows(); ++r)
     for (std::size_t k = 0; k < q.padded_cols(); ++k)
       d.values.push_back(static_cast<double>(static_cast<float>(q.element(r, k))) *
@@ -180,7 +180,7 @@ quantized_matrix<F> make(const std::vector<float>& x, std::size_t rows, std::siz
                          operand_setup r) {
   const matrix_view<const float> view(x.data(), rows, cols);
   if (r.numerator != 0.0f)
-    r.options.tensor_scale = encode_scale_from_amax(r.numerator, measure_amax<F>(view));
+    r.options.encode_scale = encode_scale_from_amax(r.numerator, measure_amax<F>(view));
   return quantize<F>(view, r.options);
 }
 
@@ -258,7 +258,7 @@ operand_setup nvfp4_setup() {
 }
 operand_setup fixed_setup(float s_enc) {
   operand_setup r;
-  r.options.tensor_scale = s_enc;
+  r.options.encode_scale = s_enc;
   return r;
 }
 
@@ -501,19 +501,24 @@ TEST_CASE("reference GEMM: hand-computed cases pin the scale application", "[gem
     // a (NVFP4, s_dec 0.25): block 0 = sixteen 6s (code 7) with S = 2 (UE4M3 0x40), block 1 =
     // sixteen 0.5s (code 1) with S = 448 (0x7E). b (MXFP4, s_dec 4): thirty-two 1s (code 2) with
     // S = 2^-3 (UE8M0 124). C = 0.25 · 4 · (16 · 6 · 2 · 2^-3 + 16 · 0.5 · 448 · 2^-3) = 472.
-    quantized_matrix<nvfp4> a(1, 32, block_shape::rowwise, scale_layout::row_major, false);
+    quantized_shape shape;
+    shape.rows = 1;
+    shape.cols = 32;
+    quantized_matrix<nvfp4> a(shape);
+    const quantized_view<nvfp4> av = a.view();
     for (std::size_t i = 0; i < 8; ++i)
-      a.element_bytes()[i] = 0x77;
+      av.elements()[i] = 0x77;
     for (std::size_t i = 8; i < 16; ++i)
-      a.element_bytes()[i] = 0x11;
-    a.scale_bytes()[0] = 0x40;
-    a.scale_bytes()[1] = 0x7E;
-    a.set_tensor_scale(0.25f);
-    quantized_matrix<mxfp4> b(1, 32, block_shape::rowwise, scale_layout::row_major, false);
-    for (auto& byte : b.element_bytes())
-      byte = 0x22;
-    b.scale_bytes()[0] = 124;
-    b.set_tensor_scale(4.0f);
+      av.elements()[i] = 0x11;
+    av.scales()[0] = 0x40;
+    av.scales()[1] = 0x7E;
+    *av.decode_scale_data() = 0.25f;
+    quantized_matrix<mxfp4> b(shape);
+    const quantized_view<mxfp4> bv = b.view();
+    for (std::size_t i = 0; i < b.storage().element_bytes; ++i)
+      bv.elements()[i] = 0x22;
+    bv.scales()[0] = 124;
+    *bv.decode_scale_data() = 4.0f;
     REQUIRE(a.value(0, 0) == 3.0f);
     REQUIRE(a.value(0, 31) == 56.0f);
     REQUIRE(b.value(0, 5) == 0.5f);

@@ -13,6 +13,7 @@
 //   so |Σ_j â_j b̂_j - Σ_j (aM)_j (bM)_j| <= (2 gamma4 + gamma4^2) α_g β_g; summed over the groups.
 //   (A bound relative to Σ|a_i||b_i| alone does not hold: the transform mixes the 16 elements.)
 #include <blockscale/block/hadamard.hpp>
+#include <blockscale/host/hadamard_rows.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -267,8 +268,8 @@ TEST_CASE("the transform cancels in a GEMM: (A·M)(B·M)ᵀ = A·Bᵀ", "[hadama
       for (auto& value : b)
         value = normal(rng) * 1000.0f;
       std::vector<float> at = a, bt = b;
-      rht.forward_rows(at.data(), m, k, k);
-      rht.forward_rows(bt.data(), n, k, k);
+      hadamard_forward_rows(rht, matrix_view<float>(at.data(), m, k, k));
+      hadamard_forward_rows(rht, matrix_view<float>(bt.data(), n, k, k));
       double worst_ratio = 0;
       for (std::size_t r = 0; r < m; ++r)
         for (std::size_t c = 0; c < n; ++c) {
@@ -302,8 +303,8 @@ TEST_CASE("the transform cancels in a GEMM: (A·M)(B·M)ᵀ = A·Bᵀ", "[hadama
       for (auto& value : b)
         value = static_cast<float>(integer(rng));
       std::vector<float> at = a, bt = b;
-      rht.forward_rows(at.data(), m, k, k);
-      rht.forward_rows(bt.data(), n, k, k);
+      hadamard_forward_rows(rht, matrix_view<float>(at.data(), m, k, k));
+      hadamard_forward_rows(rht, matrix_view<float>(bt.data(), n, k, k));
       for (std::size_t r = 0; r < m; ++r)
         for (std::size_t c = 0; c < n; ++c) {
           // Every term is a multiple of 1/16 below 2^24 in magnitude: exact in double.
@@ -368,7 +369,7 @@ TEST_CASE("sign vectors: TE's default, seeded, and explicit masks", "[hadamard]"
   }
 }
 
-TEST_CASE("forward_rows and inverse_rows transform each 16-group, not the padding", "[hadamard]") {
+TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows transform each 16-group, not the padding", "[hadamard]") {
   constexpr std::size_t rows = 3, cols = 48, ld = 53;
   const auto rht = hadamard16::from_seed(2026);
   std::mt19937 rng(5);
@@ -381,7 +382,7 @@ TEST_CASE("forward_rows and inverse_rows transform each 16-group, not the paddin
       original[r * ld + c] = -12345.0f - float(c);
 
   std::vector<float> data = original;
-  rht.forward_rows(data.data(), rows, cols, ld);
+  hadamard_forward_rows(rht, matrix_view<float>(data.data(), rows, cols, ld));
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; c += 16) {
       float expected[16];
@@ -394,7 +395,7 @@ TEST_CASE("forward_rows and inverse_rows transform each 16-group, not the paddin
   }
 
   std::vector<float> transformed = data;
-  rht.inverse_rows(data.data(), rows, cols, ld);
+  hadamard_inverse_rows(rht, matrix_view<float>(data.data(), rows, cols, ld));
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; c += 16) {
       float expected[16];
@@ -407,16 +408,16 @@ TEST_CASE("forward_rows and inverse_rows transform each 16-group, not the paddin
   }
 }
 
-TEST_CASE("forward_rows and inverse_rows reject bad shapes, naming the argument", "[hadamard]") {
+TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows reject bad shapes, naming the argument", "[hadamard]") {
   const auto rht = hadamard16::te_default();
   std::vector<float> data(64 * 4, 1.0f);
   const auto message_of = [&](bool inverse, float* pointer, std::size_t rows, std::size_t cols,
                               std::size_t ld) -> std::string {
     try {
       if (inverse)
-        rht.inverse_rows(pointer, rows, cols, ld);
+        hadamard_inverse_rows(rht, matrix_view<float>(pointer, rows, cols, ld));
       else
-        rht.forward_rows(pointer, rows, cols, ld);
+        hadamard_forward_rows(rht, matrix_view<float>(pointer, rows, cols, ld));
     } catch (const std::invalid_argument& error) {
       return error.what();
     }
@@ -425,13 +426,13 @@ TEST_CASE("forward_rows and inverse_rows reject bad shapes, naming the argument"
   for (bool inverse : {false, true}) {
     INFO((inverse ? "inverse_rows" : "forward_rows"));
     if (inverse) {
-      CHECK_THROWS_AS(rht.inverse_rows(data.data(), 4, 24, 64), std::invalid_argument);
-      CHECK_THROWS_AS(rht.inverse_rows(data.data(), 4, 32, 16), std::invalid_argument);
-      CHECK_THROWS_AS(rht.inverse_rows(nullptr, 4, 32, 32), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)), std::invalid_argument);
     } else {
-      CHECK_THROWS_AS(rht.forward_rows(data.data(), 4, 24, 64), std::invalid_argument);
-      CHECK_THROWS_AS(rht.forward_rows(data.data(), 4, 32, 16), std::invalid_argument);
-      CHECK_THROWS_AS(rht.forward_rows(nullptr, 4, 32, 32), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)), std::invalid_argument);
     }
     const std::string bad_cols = message_of(inverse, data.data(), 4, 24, 64);
     INFO(bad_cols);

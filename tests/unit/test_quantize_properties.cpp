@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "quantized_bytes.hpp"
 #include "splitmix64.hpp"
 
 using namespace blockscale;
@@ -110,7 +111,7 @@ void check_error_bound(const std::vector<float>& x, std::size_t rows, std::size_
   std::vector<float> out(qr * qc, -1.0f), out2(qr * qc, -1.0f);
   dequantize(q, matrix_view<float>(out.data(), qr, qc));
   dequantize(q, matrix_view<float>(out2.data(), qr, qc), 2);
-  const float s_dec = q.tensor_scale();
+  const float s_dec = q.decode_scale();
   std::size_t value_mismatch = 0, bound_fail = 0, clip_fail = 0, zero_fail = 0;
   std::string first;
   for (std::size_t r = 0; r < qr; ++r)
@@ -172,7 +173,7 @@ void requantize_counts(const quantized_matrix<F>& q, const quantize_options& opt
   again.columnwise = false;
   const quantized_matrix<F> q2 =
       quantize<F>(matrix_view<const float>(decoded.data(), q.rows(), q.cols()), again);
-  REQUIRE(float_bits(q2.tensor_scale()) == float_bits(q.tensor_scale()));
+  REQUIRE(float_bits(q2.decode_scale()) == float_bits(q.decode_scale()));
   constexpr std::size_t b = F::block_size;
   for (std::size_t r = 0; r < q.rows(); ++r)
     for (std::size_t c0 = 0; c0 < q.padded_cols(); c0 += b) {
@@ -197,7 +198,7 @@ TEST_CASE("dequantize(quantize(x)) is within the format's error bound", "[quanti
       INFO("data kind " << kind << (columnwise ? " columnwise" : " rowwise"));
       quantize_options options;
       options.columnwise = columnwise;
-      options.tensor_scale = te_encode_scale(amax_of(x));
+      options.encode_scale = te_encode_scale(amax_of(x));
       check_error_bound<nvfp4>(x, rows, cols, options, skipped);
       options.shape = block_shape::tile;
       check_error_bound<nvfp4>(x, rows, cols, options, skipped);
@@ -207,7 +208,7 @@ TEST_CASE("dequantize(quantize(x)) is within the format's error bound", "[quanti
       options.rule = scale_rules::ue5m3_up();
       check_error_bound<ue5m3_fp4>(x, rows, cols, options, skipped);
       options.rule.reset();
-      options.tensor_scale = 1.0f;
+      options.encode_scale = 1.0f;
       check_error_bound<ue5m3_fp4>(x, rows, cols, options, skipped);
       check_error_bound<mxfp4>(x, rows, cols, options, skipped);
       options.rule = scale_rules::rceil();
@@ -262,7 +263,7 @@ TEST_CASE("requantizing dequantized data gives q back where the rule guarantees 
         options.shape = tile ? block_shape::tile : block_shape::rowwise;
         std::size_t changed_normal = 0, changed_subnormal = 0, subnormal_blocks = 0;
         for (float s_enc : {te_encode_scale(amax_of(x)), 1.0f}) {
-          options.tensor_scale = s_enc;
+          options.encode_scale = s_enc;
           requantize_counts(quantize<nvfp4>(view, options), options, changed_normal,
                             changed_subnormal, subnormal_blocks);
           requantize_counts(quantize<ue5m3_fp4>(view, options), options, changed_normal,
@@ -272,7 +273,7 @@ TEST_CASE("requantizing dequantized data gives q back where the rule guarantees 
         CHECK(changed_subnormal <= subnormal_blocks);
 
         options.shape = block_shape::rowwise;
-        options.tensor_scale = 1.0f;
+        options.encode_scale = 1.0f;
         options.rule = scale_rules::ue5m3_up();
         changed_normal = 0;
         requantize_counts(quantize<ue5m3_fp4>(view, options), options, changed_normal,
@@ -292,10 +293,10 @@ TEST_CASE("requantizing dequantized data gives q back where the rule guarantees 
             quantize<mxfp4>(matrix_view<const float>(d4.data(), q4.rows(), q4.cols()), rowwise);
         const auto r8 =
             quantize<mxfp8>(matrix_view<const float>(d8.data(), q8.rows(), q8.cols()), rowwise);
-        CHECK(r4.element_bytes() == q4.element_bytes());
-        CHECK(r4.scale_bytes() == q4.scale_bytes());
-        CHECK(r8.element_bytes() == q8.element_bytes());
-        CHECK(r8.scale_bytes() == q8.scale_bytes());
+        CHECK(element_bytes(r4) == element_bytes(q4));
+        CHECK(scale_bytes(r4) == scale_bytes(q4));
+        CHECK(element_bytes(r8) == element_bytes(q8));
+        CHECK(scale_bytes(r8) == scale_bytes(q8));
       }
 }
 
@@ -356,7 +357,7 @@ TEST_CASE("requantization need not give q back: rceil, subnormal scales, round-u
       const std::vector<float> x = make_data(0, 64, 64, seed);
       quantize_options options;
       options.rule = scale_rules::ue5m3_up();
-      options.tensor_scale = te_encode_scale(amax_of(x)) * 0.7f;
+      options.encode_scale = te_encode_scale(amax_of(x)) * 0.7f;
       const auto q = quantize<ue5m3_fp4>(matrix_view<const float>(x.data(), 64, 64), options);
       std::size_t changed_subnormal = 0, subnormal = 0;
       requantize_counts(q, options, changed, changed_subnormal, subnormal);
@@ -384,7 +385,7 @@ TEST_CASE("stochastic rounding is reproducible and keyed by (seed, offset, eleme
       options.offset = 17;
       options.columnwise = columnwise;
       options.shape = tile ? block_shape::tile : block_shape::rowwise;
-      options.tensor_scale = te_encode_scale(amax_of(x));
+      options.encode_scale = te_encode_scale(amax_of(x));
       const auto a = quantize<nvfp4>(view, options);
       CHECK(quantize<nvfp4>(view, options) == a);
       // Fast == reference under SR, with 1 and 2 threads and both layouts.
@@ -408,7 +409,7 @@ TEST_CASE("stochastic rounding is reproducible and keyed by (seed, offset, eleme
           if (scale == 0.0f)
             continue;
           const float xv = columnwise ? x[c * cols + r] : x[r * cols + c];
-          const float y = xv * factor_of(scale, a.tensor_scale());
+          const float y = xv * factor_of(scale, a.decode_scale());
           const std::uint32_t bits =
               random_bits(options.seed, options.offset, r * a.padded_cols() + c);
           keyed_mismatch +=
@@ -418,16 +419,16 @@ TEST_CASE("stochastic rounding is reproducible and keyed by (seed, offset, eleme
       // A different offset or seed gives other codes (same scales).
       options.offset = 18;
       const auto b = quantize<nvfp4>(view, options);
-      CHECK(b.scale_bytes() == a.scale_bytes());
-      CHECK(b.element_bytes() != a.element_bytes());
+      CHECK(scale_bytes(b) == scale_bytes(a));
+      CHECK(element_bytes(b) != element_bytes(a));
       options.offset = 17;
       options.seed ^= 1;
       const auto c = quantize<nvfp4>(view, options);
-      CHECK(c.scale_bytes() == a.scale_bytes());
-      CHECK(c.element_bytes() != a.element_bytes());
+      CHECK(scale_bytes(c) == scale_bytes(a));
+      CHECK(element_bytes(c) != element_bytes(a));
       // Nearest-even uses the same scales.
       options.rounding = element_rounding::nearest_even;
-      CHECK(quantize<nvfp4>(view, options).scale_bytes() == a.scale_bytes());
+      CHECK(scale_bytes(quantize<nvfp4>(view, options)) == scale_bytes(a));
     }
 }
 
@@ -453,7 +454,7 @@ TEMPLATE_TEST_CASE("the mean of stochastically rounded values converges to x",
   options.rounding = element_rounding::stochastic;
   options.offset = 3;
   if (TestType::block_size == 16)
-    options.tensor_scale = te_encode_scale(amax_of(x));
+    options.encode_scale = te_encode_scale(amax_of(x));
   const matrix_view<const float> view(x.data(), rows, cols);
   std::vector<double> sum(rows * cols, 0.0);
   std::vector<std::uint8_t> scales;
@@ -462,8 +463,8 @@ TEMPLATE_TEST_CASE("the mean of stochastically rounded values converges to x",
     options.seed = 1000 + static_cast<std::uint64_t>(s);
     const auto q = quantize<TestType>(view, options);
     if (s == 0)
-      scales = q.scale_bytes();
-    same_scales = same_scales && q.scale_bytes() == scales;
+      scales = scale_bytes(q);
+    same_scales = same_scales && scale_bytes(q) == scales;
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < cols; ++c)
         sum[r * cols + c] += q.value(r, c);
@@ -479,8 +480,8 @@ TEMPLATE_TEST_CASE("the mean of stochastically rounded values converges to x",
       const float xv = x[r * cols + c];
       const float scale = static_cast<float>(q.block_scale(r, c));
       const double mean = sum[r * cols + c] / n;
-      const double d = static_cast<double>(scale) * q.tensor_scale();
-      const float y = xv * factor_of(scale, q.tensor_scale());
+      const double d = static_cast<double>(scale) * q.decode_scale();
+      const float y = xv * factor_of(scale, q.decode_scale());
       const double a = std::fabs(static_cast<double>(y));
       double bound;
       if (a >= 6.0) {
@@ -553,7 +554,7 @@ void check_hadamard(const std::vector<float>& x, std::size_t rows, std::size_t c
   const matrix_view<const float> xv(x.data(), rows, cols);
   const float amax = measure_amax<F>(xv, with);
   CHECK(float_bits(amax) == float_bits(z_amax));
-  with.tensor_scale = te_encode_scale(amax);
+  with.encode_scale = te_encode_scale(amax);
   quantize_options without = with;
   without.hadamard = false;
   const auto qh = quantize<F>(xv, with);
@@ -568,7 +569,7 @@ void check_hadamard(const std::vector<float>& x, std::size_t rows, std::size_t c
       mismatches += qh.element(r, c).bits() != qz.element(r, c).bits() ||
                     qh.block_scale(r, c).bits() != qz.block_scale(r, c).bits();
   CHECK(mismatches == 0);
-  CHECK(float_bits(qh.tensor_scale()) == float_bits(qz.tensor_scale()));
+  CHECK(float_bits(qh.decode_scale()) == float_bits(qz.decode_scale()));
 }
 
 } // namespace
@@ -612,7 +613,7 @@ void check_metrics(const std::vector<float>& x, std::size_t rows, std::size_t co
                    const quantize_options& options) {
   const matrix_view<const float> view(x.data(), rows, cols);
   const auto q = quantize<F>(view, options);
-  const quantization_error e = measure_error(view, q, options);
+  const quantization_error e = measure_error(view, q);
   double err = 0, sig = 0, max_err = 0;
   std::size_t clipped = 0, flushed = 0;
   for (std::size_t r = 0; r < q.rows(); ++r)
@@ -623,7 +624,7 @@ void check_metrics(const std::vector<float>& x, std::size_t rows, std::size_t co
       err += diff * diff;
       sig += static_cast<double>(xv) * xv;
       max_err = std::fmax(max_err, std::fabs(diff));
-      clipped += scale > 0.0f && std::fabs(xv * factor_of(scale, q.tensor_scale())) > 6.0f;
+      clipped += scale > 0.0f && std::fabs(xv * factor_of(scale, q.decode_scale())) > 6.0f;
       flushed += xv != 0.0f && q.value(r, c) == 0.0f;
     }
   const double n = static_cast<double>(rows * cols);
@@ -648,19 +649,19 @@ TEST_CASE("measure_error agrees with a direct computation", "[quantize][properti
       const std::vector<float> x = make_data(kind, 29, 83, 400 + kind);
       quantize_options options;
       options.columnwise = columnwise;
-      options.tensor_scale = te_encode_scale(amax_of(x));
+      options.encode_scale = te_encode_scale(amax_of(x));
       check_metrics<nvfp4>(x, 29, 83, options);
       check_metrics<ue5m3_fp4>(x, 29, 83, options);
-      options.tensor_scale = 1.0f;
+      options.encode_scale = 1.0f;
       check_metrics<mxfp4>(x, 29, 83, options);
     }
   // N(0,1) data: NVFP4 lands near the published SQNR (REFERENCE §6 order of magnitude: ~20 dB).
   const std::vector<float> x = make_data(0, 64, 256, 4);
   quantize_options options;
-  options.tensor_scale = te_encode_scale(amax_of(x));
+  options.encode_scale = te_encode_scale(amax_of(x));
   const auto e =
       measure_error(matrix_view<const float>(x.data(), 64, 256),
-                    quantize<nvfp4>(matrix_view<const float>(x.data(), 64, 256), options), options);
+                    quantize<nvfp4>(matrix_view<const float>(x.data(), 64, 256), options));
   CHECK(e.sqnr_db > 15.0);
   CHECK(e.sqnr_db < 25.0);
 }
@@ -693,7 +694,7 @@ TEST_CASE("measure_error counts clipped and flushed elements", "[quantize][prope
   // (not clipped); 0.5 -> 0.444 -> 0.5 (kept); 5.5 -> 4.89 -> 4 decodes to 4.5, the largest
   // error (1.0; 6.37 -> 6 is off by 0.37, 0.4 -> 0 by 0.4).
   REQUIRE(static_cast<float>(q.block_scale(0, 48)) == 1.125f);
-  const quantization_error e = measure_error(view, q, options);
+  const quantization_error e = measure_error(view, q);
   CHECK(e.elements == 61);
   CHECK(e.clipped_fraction == Approx(1.0 / 61));  // 6.37 only (12 -> 6 exactly is not clipped)
   CHECK(e.flushed_fraction == Approx(18.0 / 61)); // 0.2, 16 × 1e-6, 0.4

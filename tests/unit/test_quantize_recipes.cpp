@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "quantized_bytes.hpp"
 #include "splitmix64.hpp"
 
 using namespace blockscale;
@@ -318,8 +319,8 @@ std::string compare(const quantized_matrix<F>& q, const expected& ex, scale_layo
            std::to_string(ex.cols);
   if (q.layout() != layout || q.columnwise() != columnwise)
     note("layout or columnwise flag");
-  if (float_bits(q.tensor_scale()) != float_bits(ex.s_dec))
-    note("tensor_scale " + std::to_string(q.tensor_scale()) + " expected " +
+  if (float_bits(q.decode_scale()) != float_bits(ex.s_dec))
+    note("tensor_scale " + std::to_string(q.decode_scale()) + " expected " +
          std::to_string(ex.s_dec));
   for (std::size_t r = 0; r < ex.rows; ++r)
     for (std::size_t c = 0; c < ex.padded; ++c) {
@@ -334,7 +335,7 @@ std::string compare(const quantized_matrix<F>& q, const expected& ex, scale_layo
              std::to_string(gs) + " expected " + std::to_string(ws));
     }
   // The raw bytes at the documented offsets; padding bytes of the tensor-core layout are zero.
-  const auto& bytes = q.scale_bytes();
+  const auto& bytes = scale_bytes(q);
   std::vector<bool> used;
   if (layout == scale_layout::row_major) {
     if (bytes.size() != ex.rows * ex.blocks)
@@ -426,7 +427,7 @@ void check_recipe(const recipe& rc, bool tiles) {
           quantize_options options;
           options.columnwise = columnwise != 0;
           options.shape = tile ? block_shape::tile : block_shape::rowwise;
-          options.tensor_scale = s_enc;
+          options.encode_scale = s_enc;
           if (!rc.default_rule)
             options.rule = rc.rule;
           // The library's own policy gives the same s_enc from the same amax.
@@ -540,7 +541,7 @@ TEMPLATE_TEST_CASE("tile quantization of x columnwise is the transpose of the ro
       const matrix_view<const float> view(x.data(), sh.rows, sh.cols);
       quantize_options options;
       options.shape = block_shape::tile;
-      options.tensor_scale = encode_scale(te_numerator, measure_amax<TestType>(view));
+      options.encode_scale = encode_scale(te_numerator, measure_amax<TestType>(view));
       options.threads = 2;
       const auto rowwise = quantize<TestType>(view, options);
       options.columnwise = true;
@@ -557,7 +558,7 @@ TEMPLATE_TEST_CASE("tile quantization of x columnwise is the transpose of the ro
         }
       CHECK(element_mismatches == 0);
       CHECK(scale_mismatches == 0);
-      CHECK(float_bits(rowwise.tensor_scale()) == float_bits(colwise.tensor_scale()));
+      CHECK(float_bits(rowwise.decode_scale()) == float_bits(colwise.decode_scale()));
       CHECK(rowwise.stats().blocks == colwise.stats().blocks);
     }
 }
@@ -582,7 +583,7 @@ TEMPLATE_TEST_CASE("padding past cols() is zero codes and never changes a scale"
       wide[c] = wide[40 + c] = 1.0e30f;
     for (bool columnwise : {false, true}) {
       quantize_options options;
-      options.tensor_scale = 0.75f + 0.125f * static_cast<float>(trial % 5);
+      options.encode_scale = 0.75f + 0.125f * static_cast<float>(trial % 5);
       options.columnwise = columnwise;
       // Columnwise, the 1×17 row is a 17×1 column: quantize its transpose view.
       const matrix_view<const float> a = columnwise

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "quantized_bytes.hpp"
 
 using namespace blockscale;
 
@@ -50,20 +51,20 @@ TEST_CASE("quantization writes the same scales in both layouts", "[scale-layout]
   const auto row_major = quantize<nvfp4>(view, options);
   options.layout = scale_layout::tensor_core;
   const auto swizzled = quantize<nvfp4>(view, options);
-  CHECK(swizzled.element_bytes() == row_major.element_bytes());
-  REQUIRE(swizzled.scale_bytes().size() == 256 * 8);
+  CHECK(element_bytes(swizzled) == element_bytes(row_major));
+  REQUIRE(scale_bytes(swizzled).size() == 256 * 8);
   std::vector<std::uint8_t> unswizzled(rows * 7);
   for (std::size_t m = 0; m < rows; ++m)
     for (std::size_t kb = 0; kb < 7; ++kb) {
       CHECK(swizzled.block_scale(m, kb * 16).bits() == row_major.block_scale(m, kb * 16).bits());
-      unswizzled[m * 7 + kb] = swizzled.scale_bytes()[tensor_core_scale_offset(m, kb, 7)];
+      unswizzled[m * 7 + kb] = scale_bytes(swizzled)[tensor_core_scale_offset(m, kb, 7)];
     }
-  CHECK(unswizzled == row_major.scale_bytes());
+  CHECK(unswizzled == scale_bytes(row_major));
   // The padding of the swizzled storage holds zero scales.
   std::size_t nonzero_padding = 0;
   for (std::size_t m = 0; m < 256; ++m)
     for (std::size_t kb = 0; kb < 8; ++kb)
-      if ((m >= rows || kb >= 7) && swizzled.scale_bytes()[tensor_core_scale_offset(m, kb, 7)] != 0)
+      if ((m >= rows || kb >= 7) && scale_bytes(swizzled)[tensor_core_scale_offset(m, kb, 7)] != 0)
         ++nonzero_padding;
   CHECK(nonzero_padding == 0);
 }

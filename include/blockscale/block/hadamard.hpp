@@ -1,7 +1,7 @@
-/// \file hadamard.hpp
+/// \file block/hadamard.hpp
 /// `hadamard16`: the 16-point randomized Hadamard transform (RHT) applied before NVFP4
 /// quantization, y = x · diag(signs) · H16 / 4 on each 16-element group along the reduction
-/// dimension (DESIGN §7, REFERENCE §2). The matrix is orthogonal, so applying it to both GEMM
+/// dimension. The matrix is orthogonal, so applying it to both GEMM
 /// operands cancels in exact arithmetic: (A·M)(B·M)ᵀ = A·Bᵀ.
 ///
 /// Floating-point operation order (the device code must reproduce it bit for bit):
@@ -23,8 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "../config.hpp"
 
@@ -49,7 +47,7 @@ public:
   static constexpr int size = 16;
 
   /// Transformer Engine's default sign vector
-  /// [1,1,1,-1,1,-1,-1,-1,-1,-1,-1,1,-1,1,-1,-1] (TE nvfp4_tensor.py, via REFERENCE.md §2),
+  /// [1,1,1,-1,1,-1,-1,-1,-1,-1,-1,1,-1,1,-1,-1] (Transformer Engine, nvfp4_tensor.py),
   /// i.e. sign mask 0xD7E8.
   [[nodiscard]] BLOCKSCALE_HOST_DEVICE static constexpr hadamard16 te_default() noexcept {
     return hadamard16(0xD7E8u);
@@ -100,32 +98,20 @@ public:
     inverse_group(signs, in, out);
   }
 
-  /// Applies forward() to every consecutive 16-element group of every row of a row-major matrix
-  /// (rows × cols, leading dimension ld >= cols, cols % 16 == 0), in place; columns in [cols, ld)
-  /// are not touched. Throws std::invalid_argument naming the argument otherwise, or when data is
-  /// null with rows × cols nonzero. Host only.
-  void forward_rows(float* data, std::size_t rows, std::size_t cols, std::size_t ld) const {
-    check_rows("forward_rows", data, rows, cols, ld);
+  /// forward() on `groups` consecutive 16-element groups, in place (the signs loaded once).
+  BLOCKSCALE_HOST_DEVICE void forward_groups(float* data, std::size_t groups) const noexcept {
     float signs[size];
     load_signs(signs);
-    for (std::size_t r = 0; r < rows; ++r) {
-      float* row = data + r * ld;
-      for (std::size_t c = 0; c < cols; c += size)
-        forward_group(signs, row + c, row + c);
-    }
+    for (std::size_t g = 0; g < groups; ++g)
+      forward_group(signs, data + g * size, data + g * size);
   }
 
-  /// Applies inverse() to every 16-element group of every row, in place; the same contract and
-  /// errors as forward_rows(). Host only.
-  void inverse_rows(float* data, std::size_t rows, std::size_t cols, std::size_t ld) const {
-    check_rows("inverse_rows", data, rows, cols, ld);
+  /// inverse() on `groups` consecutive 16-element groups, in place.
+  BLOCKSCALE_HOST_DEVICE void inverse_groups(float* data, std::size_t groups) const noexcept {
     float signs[size];
     load_signs(signs);
-    for (std::size_t r = 0; r < rows; ++r) {
-      float* row = data + r * ld;
-      for (std::size_t c = 0; c < cols; c += size)
-        inverse_group(signs, row + c, row + c);
-    }
+    for (std::size_t g = 0; g < groups; ++g)
+      inverse_group(signs, data + g * size, data + g * size);
   }
 
 private:
@@ -177,19 +163,6 @@ private:
         v[j + h] = a - b;
       }
     }
-  }
-
-  static void check_rows(const char* function, const float* data, std::size_t rows,
-                         std::size_t cols, std::size_t ld) {
-    const std::string prefix = std::string("blockscale::hadamard16::") + function + ": ";
-    if (cols % size != 0)
-      throw std::invalid_argument(prefix + "cols (" + std::to_string(cols) +
-                                  ") must be a multiple of 16");
-    if (ld < cols)
-      throw std::invalid_argument(prefix + "ld (" + std::to_string(ld) +
-                                  ") must be at least cols (" + std::to_string(cols) + ")");
-    if (data == nullptr && rows != 0 && cols != 0)
-      throw std::invalid_argument(prefix + "data is null but rows x cols is nonzero");
   }
 
   std::uint16_t mask_;

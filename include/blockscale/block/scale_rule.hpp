@@ -1,18 +1,16 @@
-/// \file scale_rule.hpp
+/// \file block/scale_rule.hpp
 /// How a block scale is derived from the block's amax: a target (the element value the block's
 /// largest magnitude should map to) and a rounding direction for the scale. The field's rules:
+///  - `scale_rules::nvfp4()`: target 6, nearest-even (NVFP4 / Transformer Engine; may clip the
+///    block max slightly);
+///  - `scale_rules::ocp_floor()`: target 4 = 2^emax(E2M1), round down (OCP MX v1.0);
+///  - `scale_rules::rceil()`: target 6, round up (cuBLAS / NVIDIA MX; never clips);
+///  - `scale_rules::ue5m3_nearest()`: target 6, nearest-even (the UE5M3-FP4 default);
+///  - `scale_rules::ue5m3_up()`: target 6, round up (UE5M3-FP4, never clipping).
 ///
-/// | rule | target | rounding | used by |
-/// |---|---|---|---|
-/// | `scale_rules::nvfp4()` | 6 | nearest-even | NVFP4 / Transformer Engine (may clip the max
-/// slightly) | | `scale_rules::ocp_floor()` | 4 = 2^emax(E2M1) | down | OCP MX v1.0 | |
-/// `scale_rules::rceil()` | 6 | up | cuBLAS / NVIDIA MX (never clips) | |
-/// `scale_rules::ue5m3_nearest()` | 6 | nearest-even | UE5M3-FP4 default | |
-/// `scale_rules::ue5m3_up()` | 6 | up | UE5M3-FP4, never clipping |
-///
-/// Every rule follows Transformer Engine's FP32 operation order (REFERENCE.md §2):
+/// Every rule follows Transformer Engine's FP32 operation order (docs/quantization.md):
 /// m = s_enc · fp32(1 / target); S_b = scale(min(amax_b · m, FLT_MAX)); f_b = min(1 / (S_b ·
-/// s_dec), FLT_MAX); q = element(x · f_b).
+/// s_dec), FLT_MAX); q = element(x · f_b). The codec (block/codec.hpp) is where it is written.
 #pragma once
 
 #include <cfloat>
@@ -29,49 +27,12 @@ inline namespace v0 {
 /// Rounding of the block scale (a runtime choice, mapped to the rounding tags in one place).
 enum class scale_rounding { nearest_even, up, down };
 
-/// A block-scale rule: the scale is convert<Scale>(amax_b / target · s_enc, rounding).
+/// A block-scale rule: the scale is convert<Scale>(amax_b / target · s_enc, rounding). Plain data:
+/// the rounding is mapped to its tag once per call (`with_rounding_tags`, block/quantize_params.hpp),
+/// and the codec (block/codec.hpp) applies the rule.
 struct scale_rule {
-  float target;
-  scale_rounding rounding;
-
-  /// The block scale code for a block amax, with m = s_enc · fp32(1 / target) precomputed.
-  template <class Scale>
-  BLOCKSCALE_HOST_DEVICE Scale block_scale(float amax, float m) const noexcept {
-    const float scaled = amax * m; // NaN stays NaN; Inf is capped below
-    const float capped = scaled < FLT_MAX ? scaled : (scaled == scaled ? FLT_MAX : scaled);
-    switch (rounding) {
-    case scale_rounding::up:
-      return convert<Scale>(capped, round_up{});
-    case scale_rounding::down:
-      return convert<Scale>(capped, round_down{});
-    case scale_rounding::nearest_even:
-      break;
-    }
-    return convert<Scale>(capped, round_nearest_even{});
-  }
-
-  /// Whether the scale saturated: `scaled` (amax_b · m, before capping) rounds, with this rule's
-  /// rounding and an unbounded exponent, to more than the scale format's max. A block scale of
-  /// exactly the max that came from rounding down is not saturated.
-  template <class Scale>
-  BLOCKSCALE_HOST_DEVICE bool saturates(float scaled) const noexcept {
-    using traits = format_traits<typename Scale::format>;
-    const double max = static_cast<double>(static_cast<float>(Scale::from_bits(traits::max_code)));
-    // The next value above the max if the exponent were unbounded, and the midpoint to it.
-    const double next =
-        max + static_cast<double>(detail::exp2i(traits::max_exponent - traits::mantissa_bits));
-    const double value = static_cast<double>(scaled);
-    switch (rounding) {
-    case scale_rounding::up:
-      return value > max;
-    case scale_rounding::down:
-      return value >= next;
-    case scale_rounding::nearest_even:
-      break;
-    }
-    const double midpoint = (max + next) / 2;
-    return value > midpoint || (value == midpoint && (traits::max_code & 1) != 0);
-  }
+  float target;            ///< the element value a block's largest magnitude maps to
+  scale_rounding rounding; ///< how amax_b · m is rounded to the scale format
 };
 
 namespace scale_rules {

@@ -1,15 +1,16 @@
-/// \file tensor_scale.hpp
+/// \file block/tensor_scale.hpp
 /// Tensor-scale policies: how the FP32 tensor scale s_enc (the encode multiplier; s_dec = 1/s_enc
 /// decodes) is chosen on each call. Every policy is a small object whose state is plain data, so
-/// device code can hold the same state. One call goes:
+/// device code can hold the same state. One call goes (host/quantize.hpp does it for you):
 ///
-///     if (policy.needs_amax()) policy.observe_amax(amax);  // amax may be all-reduced first
+///     if (policy.needs_amax()) policy.observe_amax(amax);   // measured first; may be all-reduced
 ///     float s_enc = policy.encode_scale();
-///     ... quantize with s_enc ...
+///     ... quantize with s_enc; the quantizer reports the amax it saw ...
+///     if (policy.records_amax()) policy.observe_amax(amax); // the same pass's amax, no extra read
 ///     policy.finish(saturated_block_scales);
 ///
 /// For every policy that measures amax_t, s_enc = (E_max · S_max · 2^-headroom) / amax_t with
-/// E_max the element max and S_max the scale format's max (DESIGN.md §5): NVFP4 (UE4M3, headroom 0)
+/// E_max the element max and S_max the scale format's max : NVFP4 (UE4M3, headroom 0)
 /// gives Transformer Engine's 6·448/amax_t, UE5M3 with 8 binades the same number, with 2^8 of
 /// growth left before a block scale saturates.
 #pragma once
@@ -45,7 +46,10 @@ tensor_scale_numerator(int headroom_binades) noexcept {
 struct no_tensor_scale {
   std::uint64_t calls = 0;
 
+  /// Whether this call needs amax_t measured before it quantizes.
   BLOCKSCALE_HOST_DEVICE constexpr bool needs_amax() const noexcept { return false; }
+  /// Whether this call wants the amax its own quantization saw, after it.
+  BLOCKSCALE_HOST_DEVICE constexpr bool records_amax() const noexcept { return false; }
   BLOCKSCALE_HOST_DEVICE constexpr void observe_amax(float) noexcept {}
   BLOCKSCALE_HOST_DEVICE constexpr float encode_scale() const noexcept { return 1.0f; }
   BLOCKSCALE_HOST_DEVICE constexpr void finish(std::uint64_t) noexcept { ++calls; }
@@ -64,6 +68,7 @@ struct current_tensor_scale {
     return {tensor_scale_numerator<BlockFormat>(headroom_binades)};
   }
   BLOCKSCALE_HOST_DEVICE constexpr bool needs_amax() const noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE constexpr bool records_amax() const noexcept { return false; }
   BLOCKSCALE_HOST_DEVICE void observe_amax(float amax) noexcept {
     scale = encode_scale_from_amax(numerator, amax);
   }
@@ -97,6 +102,7 @@ struct periodic_tensor_scale {
   BLOCKSCALE_HOST_DEVICE constexpr bool needs_amax() const noexcept {
     return refresh_requested || calls_since_refresh >= interval;
   }
+  BLOCKSCALE_HOST_DEVICE constexpr bool records_amax() const noexcept { return false; }
   BLOCKSCALE_HOST_DEVICE void observe_amax(float amax) noexcept {
     scale = encode_scale_from_amax(numerator, amax);
     refresh_requested = false;
@@ -117,8 +123,9 @@ struct periodic_tensor_scale {
 };
 
 /// Transformer Engine's FP8 DelayedScaling: the scale comes from the max over the last `history`
-/// observed amaxes (the current call's amax is recorded after it is quantized), with `margin`
-/// binades of headroom. Before any amax is recorded the scale is 1.
+/// observed amaxes, with `margin` binades of headroom. The current call's amax is the one its own
+/// quantization saw (no separate pass over the data), recorded after it. Before any amax is
+/// recorded the scale is 1.
 struct delayed_tensor_scale {
   static constexpr int capacity = 1024; ///< longest history (TE's default amax_history_len)
   std::uint32_t history = 16;
@@ -137,7 +144,8 @@ struct delayed_tensor_scale {
     policy.numerator = tensor_scale_numerator<BlockFormat>(margin_binades);
     return policy;
   }
-  BLOCKSCALE_HOST_DEVICE constexpr bool needs_amax() const noexcept { return true; }
+  BLOCKSCALE_HOST_DEVICE constexpr bool needs_amax() const noexcept { return false; }
+  BLOCKSCALE_HOST_DEVICE constexpr bool records_amax() const noexcept { return true; }
   BLOCKSCALE_HOST_DEVICE constexpr void observe_amax(float amax) noexcept { pending_amax = amax; }
   BLOCKSCALE_HOST_DEVICE constexpr float encode_scale() const noexcept { return scale; }
   /// Records this call's amax and derives the next call's scale from the history.

@@ -1,4 +1,4 @@
-/// \file gemm/host.hpp
+/// \file host/gemm_float.hpp
 /// A plain float GEMM for the host, C[M×N] = A[M×K] · B[N×K]ᵀ (+ beta·C), the arithmetic of the
 /// fake-quantized linear layer. Not tuned like a BLAS: Bᵀ is formed once, then every row of C is
 /// a sum of rows of Bᵀ scaled by A's elements, in k order, which vectorizes over N without
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "quantized_matrix.hpp"
+#include "../block/matrix_view.hpp"
 #include "thread_pool.hpp"
 
 namespace blockscale {
@@ -54,8 +54,8 @@ inline void float_tn(matrix_view<const float> a, matrix_view<const float> b, mat
       }
     }
   };
-  detail::run_in_ranges(m, detail::worker_count(threads, m),
-                        [&](unsigned, std::size_t begin, std::size_t end) { rows(begin, end); });
+  detail::run_parallel(nullptr, threads, m,
+                       [&](unsigned, std::size_t begin, std::size_t end) { rows(begin, end); });
 }
 
 } // namespace gemm

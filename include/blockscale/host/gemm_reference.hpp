@@ -1,4 +1,4 @@
-/// \file gemm/reference.hpp
+/// \file host/gemm_reference.hpp
 /// The exact host GEMM on block-scaled operands, C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C
 /// ("TN": both operands quantized along K, as cuBLASLt for FP4). It is the oracle for every other
 /// GEMM in the project (DESIGN §9).
@@ -59,6 +59,8 @@
 #include "../config.hpp"
 #include "../detail/bits.hpp"
 #include "../numeric/format.hpp"
+#include "../block/matrix_view.hpp"
+#include "../block/quantized_view.hpp"
 #include "quantized_matrix.hpp"
 #include "thread_pool.hpp"
 
@@ -255,15 +257,16 @@ struct decoded_operand {
 
 /// Decodes the first `length` columns (at most padded_cols()) of `q`: elements and block scales
 /// apart (`apply_scales` false), or their exact products.
-template <class Format>
-decoded_operand decode(const quantized_matrix<Format>& q, std::size_t length, bool apply_scales) {
+template <class Format, class Byte>
+decoded_operand decode(basic_quantized_view<Format, Byte> q, std::size_t length,
+                       bool apply_scales) {
   constexpr std::size_t b = Format::block_size;
   decoded_operand d;
   d.rows = q.rows();
   d.length = length;
   d.block = apply_scales ? 0 : b;
   d.blocks = apply_scales ? 0 : (length + b - 1) / b;
-  d.tensor_scale = static_cast<double>(q.tensor_scale());
+  d.tensor_scale = static_cast<double>(q.decode_scale());
   d.values.resize(d.rows * length);
   d.scales.resize(d.rows * d.blocks);
   for (std::size_t r = 0; r < d.rows; ++r) {
@@ -273,7 +276,7 @@ decoded_operand decode(const quantized_matrix<Format>& q, std::size_t length, bo
       if (!apply_scales)
         d.scales[r * d.blocks + kb] = scale;
       for (std::size_t k = kb * b; k < std::min((kb + 1) * b, length); ++k) {
-        const auto element = static_cast<double>(static_cast<float>(q.element_unchecked(r, k)));
+        const auto element = static_cast<double>(static_cast<float>(q.element(r, k)));
         out[k] = apply_scales ? element * scale : element; // exact: at most 16 significant bits
       }
     }
@@ -306,9 +309,10 @@ inline float epilogue(double sum, double tensor_scales, float alpha, float beta,
 /// Runs body(row_begin, row_end) over [0, rows) on `threads` threads (0: all hardware threads).
 template <class Body>
 void for_rows(std::size_t rows, unsigned threads, const Body& body) {
-  blockscale::detail::run_in_ranges(
-      rows, blockscale::detail::worker_count(threads, rows),
-      [&](unsigned, std::size_t begin, std::size_t end) { body(begin, end); });
+  blockscale::detail::run_parallel(nullptr, threads, rows,
+                                   [&](unsigned, std::size_t begin, std::size_t end) {
+                                     body(begin, end);
+                                   });
 }
 
 /// The product path: every term is one exact product of decoded values, k < length.
@@ -400,8 +404,8 @@ inline void check_shapes(std::size_t a_rows, std::size_t a_cols, std::size_t b_r
 /// threads); the result is bit-identical for every thread count. Throws std::invalid_argument
 /// naming the argument when a.cols() != b.cols(), c is not M × N, or a and b disagree on the
 /// Hadamard transform (applied to one only, or with other signs: it would not cancel).
-template <class FormatA, class FormatB>
-void reference(const quantized_matrix<FormatA>& a, const quantized_matrix<FormatB>& b,
+template <class FormatA, class ByteA, class FormatB, class ByteB>
+void reference(basic_quantized_view<FormatA, ByteA> a, basic_quantized_view<FormatB, ByteB> b,
                matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
   detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
   if (a.hadamard() != b.hadamard() || a.hadamard_signs() != b.hadamard_signs())
@@ -421,9 +425,9 @@ void reference(const quantized_matrix<FormatA>& a, const quantized_matrix<Format
 
 /// C = alpha · A · Bᵀ + beta · C with a quantized a (M × K) and a float b (N × K, row-major
 /// view); the sum runs over k < K (a's padding takes no part). Otherwise as above.
-template <class FormatA>
-void reference(const quantized_matrix<FormatA>& a, matrix_view<const float> b, matrix_view<float> c,
-               float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+template <class FormatA, class ByteA>
+void reference(basic_quantized_view<FormatA, ByteA> a, matrix_view<const float> b,
+               matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
   detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
   const detail::decoded_operand x = detail::decode(a, a.padded_cols(), true);
   detail::gemm_products(x, detail::decode(b), a.cols(), c, alpha, beta, threads);
@@ -431,12 +435,29 @@ void reference(const quantized_matrix<FormatA>& a, matrix_view<const float> b, m
 
 /// C = alpha · A · Bᵀ + beta · C with a float a (M × K, row-major view) and a quantized b
 /// (N × K); the sum runs over k < K (b's padding takes no part). Otherwise as above.
-template <class FormatB>
-void reference(matrix_view<const float> a, const quantized_matrix<FormatB>& b, matrix_view<float> c,
-               float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+template <class FormatB, class ByteB>
+void reference(matrix_view<const float> a, basic_quantized_view<FormatB, ByteB> b,
+               matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
   detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
   const detail::decoded_operand y = detail::decode(b, b.padded_cols(), true);
   detail::gemm_products(detail::decode(a), y, b.cols(), c, alpha, beta, threads);
+}
+
+/// The same on owning matrices.
+template <class FormatA, class FormatB>
+void reference(const quantized_matrix<FormatA>& a, const quantized_matrix<FormatB>& b,
+               matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+  reference(a.view(), b.view(), c, alpha, beta, threads);
+}
+template <class FormatA>
+void reference(const quantized_matrix<FormatA>& a, matrix_view<const float> b, matrix_view<float> c,
+               float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+  reference(a.view(), b, c, alpha, beta, threads);
+}
+template <class FormatB>
+void reference(matrix_view<const float> a, const quantized_matrix<FormatB>& b, matrix_view<float> c,
+               float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+  reference(a, b.view(), c, alpha, beta, threads);
 }
 
 } // namespace gemm

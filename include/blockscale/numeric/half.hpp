@@ -1,7 +1,7 @@
 /// \file half.hpp
 /// `bfloat16` and `float16`: 16-bit floating-point storage types for the host and the device, with
 /// exact widening to float and round-to-nearest-even narrowing from float and double. They carry
-/// no arithmetic: they exist to hold matrix inputs (DESIGN.md §6) and .npy data (io/npy.hpp).
+/// no arithmetic: they exist to hold matrix inputs and outputs and .npy data (io/npy.hpp).
 ///
 /// Encodings: float16 is IEEE 754 binary16 (1 sign, 5 exponent bits with bias 15, 10 mantissa
 /// bits, subnormals, Inf/NaN); bfloat16 is the upper half of an IEEE binary32 (1 sign, 8 exponent
@@ -19,6 +19,7 @@
 
 #include "../config.hpp"
 #include "../detail/bits.hpp"
+#include "cuda_bridge.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -116,42 +117,6 @@ double_to_float_round_odd(double x) noexcept {
   return bit_cast<float>(bits | 1u);
 }
 
-/// The CUDA type with the same encoding as `Half`, where the CUDA header was included before this
-/// one; `void` otherwise.
-template <class Half>
-struct cuda_half_type {
-  using type = void;
-};
-/// The raw (public bits) companion of a CUDA 16-bit type.
-template <class Cuda>
-struct cuda_half_raw {};
-#if defined(__CUDA_BF16_TYPES_EXIST__)
-template <>
-struct cuda_half_type<bfloat16> {
-  using type = __nv_bfloat16;
-};
-template <>
-struct cuda_half_raw<__nv_bfloat16> {
-  using type = __nv_bfloat16_raw;
-};
-#endif
-#if defined(__CUDA_FP16_TYPES_EXIST__)
-template <>
-struct cuda_half_type<float16> {
-  using type = __half;
-};
-template <>
-struct cuda_half_raw<__half> {
-  using type = __half_raw;
-};
-#endif
-
-template <class Half, class Cuda>
-using enable_if_cuda_half =
-    std::enable_if_t<!std::is_void<Cuda>::value &&
-                         std::is_same<Cuda, typename cuda_half_type<Half>::type>::value,
-                     int>;
-
 } // namespace detail
 
 /// The bfloat16 encoding: the upper half of an IEEE binary32.
@@ -198,15 +163,13 @@ public:
 
   /// Reinterprets CUDA's type of the same encoding (`__nv_bfloat16`, `__half`): available when
   /// `cuda_bf16.h` / `cuda_fp16.h` are included before blockscale. The bits are copied.
-  template <class Cuda, detail::enable_if_cuda_half<half_storage, Cuda> = 0>
+  template <class Cuda, detail::enable_if_cuda_equivalent<Layout, Cuda> = 0>
   BLOCKSCALE_HOST_DEVICE explicit half_storage(const Cuda& value) noexcept
-      : bits_(static_cast<typename detail::cuda_half_raw<Cuda>::type>(value).x) {}
+      : bits_(detail::cuda_bridge<Layout>::bits(value)) {}
   /// The same bits as CUDA's type.
-  template <class Cuda, detail::enable_if_cuda_half<half_storage, Cuda> = 0>
+  template <class Cuda, detail::enable_if_cuda_equivalent<Layout, Cuda> = 0>
   BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
-    typename detail::cuda_half_raw<Cuda>::type raw;
-    raw.x = bits_;
-    return Cuda(raw);
+    return detail::cuda_bridge<Layout>::from_bits(bits_);
   }
 
   /// The value with the given code.

@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 #include "../detail/bits.hpp"
+#include "cuda_bridge.hpp"
 #include "encode.hpp"
 #include "format.hpp"
 #include "rounding.hpp"
@@ -45,40 +46,6 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float decode(std::uint8_t c
 }
 } // namespace detail
 
-namespace detail {
-/// The CUDA type with the same encoding as `Format`, where CUDA has one and its header was
-/// included before this one; `void` otherwise.
-template <class Format>
-struct cuda_storage_type {
-  using type = void;
-};
-#if defined(__CUDA_FP4_TYPES_EXIST__)
-template <>
-struct cuda_storage_type<e2m1_format> {
-  using type = __nv_fp4_e2m1;
-};
-#endif
-#if defined(__CUDA_FP8_TYPES_EXIST__)
-template <>
-struct cuda_storage_type<e4m3_format> {
-  using type = __nv_fp8_e4m3;
-};
-template <>
-struct cuda_storage_type<e5m2_format> {
-  using type = __nv_fp8_e5m2;
-};
-template <>
-struct cuda_storage_type<ue8m0_format> {
-  using type = __nv_fp8_e8m0;
-};
-#endif
-template <class Format, class Cuda>
-using enable_if_cuda_storage =
-    std::enable_if_t<!std::is_void<Cuda>::value &&
-                         std::is_same<Cuda, typename cuda_storage_type<Format>::type>::value,
-                     int>;
-} // namespace detail
-
 /// A value of the small floating-point format `Format`, stored in one byte (the code in the low
 /// `format_traits<Format>::total_bits` bits). Trivially copyable; comparisons follow IEEE 754
 /// (NaN is unordered, -0 == +0).
@@ -99,14 +66,12 @@ public:
   /// Reinterprets CUDA's type of the same encoding (`__nv_fp4_e2m1`, `__nv_fp8_e4m3`,
   /// `__nv_fp8_e5m2`, `__nv_fp8_e8m0`): available when `cuda_fp4.h` / `cuda_fp8.h` are included
   /// before blockscale. No conversion happens; the code is copied.
-  template <class Cuda, detail::enable_if_cuda_storage<Format, Cuda> = 0>
-  BLOCKSCALE_HOST_DEVICE constexpr explicit minifloat(Cuda value) noexcept
-      : bits_(static_cast<std::uint8_t>(value.__x)) {}
-  template <class Cuda, detail::enable_if_cuda_storage<Format, Cuda> = 0>
+  template <class Cuda, detail::enable_if_cuda_equivalent<Format, Cuda> = 0>
+  BLOCKSCALE_HOST_DEVICE explicit minifloat(const Cuda& value) noexcept
+      : bits_(detail::cuda_bridge<Format>::bits(value)) {}
+  template <class Cuda, detail::enable_if_cuda_equivalent<Format, Cuda> = 0>
   BLOCKSCALE_HOST_DEVICE explicit operator Cuda() const noexcept {
-    Cuda value;
-    value.__x = bits_;
-    return value;
+    return detail::cuda_bridge<Format>::from_bits(bits_);
   }
 
   /// The value with the given code; bits above `total_bits` are ignored.
@@ -191,6 +156,33 @@ static_assert(sizeof(e2m1) == 1 && std::is_trivially_copyable<e2m1>::value,
 namespace blockscale {
 inline namespace v0 {
 namespace detail {
+/// floor(log10(2^exponent · significand)) for a positive value, in exact constant arithmetic.
+constexpr int floor_log10(double value) noexcept {
+  int n = 0;
+  for (; value >= 10.0; value /= 10.0)
+    ++n;
+  for (; value < 1.0; value *= 10.0)
+    --n;
+  return n;
+}
+/// numeric_limits' decimal members, from a format's significant bits and its extreme values
+/// (the definitions of C's FLT_DIG, FLT_DECIMAL_DIG, FLT_MIN_10_EXP and FLT_MAX_10_EXP).
+struct decimal_limits {
+  int digits10;       ///< floor((digits - 1) · log10 2): decimal digits that survive a round trip
+  int max_digits10;   ///< ceil(1 + digits · log10 2): digits that tell every value apart
+  int min_exponent10; ///< the least n with 10^n at or above the smallest normal value
+  int max_exponent10; ///< the greatest n with 10^n at or below the largest finite value
+};
+constexpr decimal_limits make_decimal_limits(int digits, double min_normal, double max) noexcept {
+  constexpr double log10_2 = 0.30102999566398119521;
+  const double low = (digits - 1) * log10_2;
+  const double high = 1.0 + digits * log10_2;
+  const int high_floor = static_cast<int>(high);
+  const int min_floor = floor_log10(min_normal);
+  // 10^floor equals min_normal only for a power of ten, which no binary format's minimum is.
+  return {static_cast<int>(low), high_floor + (high > high_floor ? 1 : 0), min_floor + 1,
+          floor_log10(max)};
+}
 /// The code of 2^k, which must lie within the format's range.
 template <class Format>
 constexpr std::uint8_t power_of_two_code(int k) noexcept {
@@ -210,6 +202,13 @@ template <class Format>
 class numeric_limits<blockscale::minifloat<Format>> {
   using type = blockscale::minifloat<Format>;
   using traits = blockscale::format_traits<Format>;
+  static constexpr blockscale::detail::decimal_limits decimal =
+      blockscale::detail::make_decimal_limits(
+          traits::mantissa_bits + 1,
+          static_cast<double>(
+              blockscale::detail::decode<Format>(blockscale::detail::power_of_two_code<Format>(
+                  traits::min_exponent))),
+          static_cast<double>(blockscale::detail::decode<Format>(traits::max_code)));
 
 public:
   static constexpr bool is_specialized = true;
@@ -227,14 +226,14 @@ public:
   static constexpr bool is_bounded = true;
   static constexpr bool is_modulo = false;
   static constexpr int digits = traits::mantissa_bits + 1;
-  static constexpr int digits10 = 0;
-  static constexpr int max_digits10 = 3;
+  static constexpr int digits10 = decimal.digits10;
+  static constexpr int max_digits10 = decimal.max_digits10;
   static constexpr int radix = 2;
   // C's convention: 2^(min_exponent - 1) is the smallest normal.
   static constexpr int min_exponent = traits::min_exponent + 1;
-  static constexpr int min_exponent10 = 0;
+  static constexpr int min_exponent10 = decimal.min_exponent10;
   static constexpr int max_exponent = traits::max_exponent + 1;
-  static constexpr int max_exponent10 = 0;
+  static constexpr int max_exponent10 = decimal.max_exponent10;
   static constexpr bool traps = false;
   static constexpr bool tinyness_before = false;
 

@@ -1,8 +1,11 @@
 /// \file packed.hpp
-/// Packed E2M1 vectors: 2, 8 or 16 values in one unsigned integer, element i in bits [4i, 4i+4),
-/// so element 0 is the low nibble (the byte order of cuBLAS and PyTorch's float4_e2m1fn_x2).
+/// Packed 4-bit codes: the nibble order of packed FP4 storage (`nibble_at`, `pack_nibble_pair`,
+/// `pack_nibbles`), and E2M1 vectors of 2, 8 or 16 values in one unsigned integer, element i in
+/// bits [4i, 4i+4) (on a little-endian machine the same order as the bytes: element 0 is the low
+/// nibble of the first byte, as in cuBLAS and PyTorch's float4_e2m1fn_x2).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "../config.hpp"
@@ -12,6 +15,25 @@
 
 namespace blockscale {
 inline namespace v0 {
+
+/// Element `i` of a packed sequence of 4-bit codes: byte i / 2, the low nibble for even i, the high
+/// nibble for odd i. The one statement of the nibble order; everything that packs or unpacks
+/// 4-bit codes goes through these three functions.
+BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t nibble_at(const std::uint8_t* bytes,
+                                                        std::size_t i) noexcept {
+  return static_cast<std::uint8_t>((bytes[i / 2] >> (4 * (i % 2))) & 0xFu);
+}
+/// The byte holding codes `even` (low nibble) and `odd` (high nibble); both must be below 16.
+BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t pack_nibble_pair(std::uint8_t even,
+                                                               std::uint8_t odd) noexcept {
+  return static_cast<std::uint8_t>(even | (odd << 4));
+}
+/// Packs `count` (even) 4-bit codes into count / 2 bytes.
+BLOCKSCALE_HOST_DEVICE constexpr void pack_nibbles(const std::uint8_t* codes, std::size_t count,
+                                                   std::uint8_t* bytes) noexcept {
+  for (std::size_t i = 0; i < count / 2; ++i)
+    bytes[i] = pack_nibble_pair(codes[2 * i], codes[2 * i + 1]);
+}
 
 namespace detail {
 template <int Count>

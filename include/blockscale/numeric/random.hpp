@@ -149,6 +149,29 @@ random_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t index) noexc
   return detail::select_word(block, static_cast<std::uint32_t>(index % 4));
 }
 
+/// Writes `random_bits(seed, offset, first + i)` to `out[i]` for i < count: the stochastic-rounding
+/// words of a run of consecutive elements, one Philox block per four words. The blocks are
+/// independent, so the loop over them vectorizes.
+BLOCKSCALE_HOST_DEVICE inline void fill_random_bits(std::uint64_t seed, std::uint64_t offset,
+                                                    std::uint64_t first, std::size_t count,
+                                                    std::uint32_t* out) noexcept {
+  const uint2x32 key = detail::philox_key(seed);
+  std::size_t i = 0;
+  for (; i < count && (first + i) % 4 != 0; ++i) // up to the first whole block
+    out[i] = random_bits(seed, offset, first + i);
+  const std::uint64_t first_block = (first + i) / 4;
+  const std::size_t whole = (count - i) / 4;
+  std::uint32_t* words = out + i;
+  for (std::size_t n = 0; n < whole; ++n) {
+    const uint4x32 block =
+        philox4x32_10::generate(detail::philox_counter(first_block + n, offset), key);
+    for (std::size_t w = 0; w < 4; ++w)
+      words[4 * n + w] = block[w];
+  }
+  for (i += 4 * whole; i < count; ++i) // the last partial block
+    out[i] = random_bits(seed, offset, first + i);
+}
+
 /// The words `random_bits(seed, offset, i)` for i = first_index, first_index + 1, ..., in order,
 /// calling Philox once per 4 words. Indices wrap modulo 2^64, as `random_bits`'s do.
 class philox_stream {

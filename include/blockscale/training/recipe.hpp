@@ -1,10 +1,10 @@
-/// \file recipe.hpp
+/// \file training/recipe.hpp
 /// Training recipes as data: for each of the six GEMM operands of a linear layer (Fprop: X, W;
 /// Dgrad: dY, W; Wgrad: X, dY) the block format, block shape, element rounding, Hadamard flag,
 /// scale rule and tensor-scale policy, and which layers stay in high precision. The presets follow
-/// REFERENCE.md §2; users build their own by editing a copy.
+/// the recipes as published (docs/training.md); users build their own by editing a copy.
 ///
-/// GEMM convention (DESIGN.md §9): C = A · Bᵀ with both operands quantized along K.
+/// GEMM convention: C = A · Bᵀ with both operands quantized along K.
 ///   Fprop  Y[T×O]  = X[T×I] · W[O×I]ᵀ       A = X rowwise,      B = W rowwise        (K = I)
 ///   Dgrad  dX[T×I] = dY[T×O] · (Wᵀ)[I×O]ᵀ   A = dY rowwise,     B = W columnwise     (K = O)
 ///   Wgrad  dW[O×I] = (dYᵀ)[O×T] · (Xᵀ)[I×T]ᵀ A = dY columnwise, B = X columnwise     (K = T)
@@ -17,44 +17,13 @@
 
 #include "../block/block_format.hpp"
 #include "../block/hadamard.hpp"
+#include "../block/quantize_params.hpp"
+#include "../block/quantized_view.hpp"
 #include "../block/scale_rule.hpp"
 #include "../config.hpp"
-#include "../host/quantize.hpp"
-#include "../host/quantized_matrix.hpp"
 
 namespace blockscale {
 inline namespace v0 {
-
-/// The block formats a recipe can name at run time (mapped to the block_format types in one
-/// place, `visit_block_format`). `high_precision` leaves the operand in float.
-enum class block_format_id { high_precision, nvfp4, mxfp4, ue5m3_fp4, mxfp8 };
-
-/// Names a block format type as a value (`typename decltype(tag)::type`).
-template <class BlockFormat>
-struct block_format_tag {
-  using type = BlockFormat;
-};
-/// Stands for "not quantized" in visit_block_format.
-struct high_precision_tag {};
-
-/// Calls `f(block_format_tag<F>{})` with the block_format type F that `id` names, or
-/// `f(high_precision_tag{})`: the one place where run-time format names meet the types.
-template <class F>
-decltype(auto) visit_block_format(block_format_id id, F&& f) {
-  switch (id) {
-  case block_format_id::nvfp4:
-    return f(block_format_tag<nvfp4>{});
-  case block_format_id::mxfp4:
-    return f(block_format_tag<mxfp4>{});
-  case block_format_id::ue5m3_fp4:
-    return f(block_format_tag<ue5m3_fp4>{});
-  case block_format_id::mxfp8:
-    return f(block_format_tag<mxfp8>{});
-  case block_format_id::high_precision:
-    break;
-  }
-  return f(high_precision_tag{});
-}
 
 /// Which tensor-scale policy an operand uses (tensor_scale.hpp), with its parameters.
 struct tensor_scale_config {
@@ -109,7 +78,7 @@ inline recipe high_precision() {
   return r;
 }
 
-/// NVFP4 as Transformer Engine's NVFP4BlockScaling defaults (REFERENCE.md §2): 16×16 weight
+/// NVFP4 as Transformer Engine's NVFP4BlockScaling defaults: 16×16 weight
 /// tiles (the same scales for Fprop and Dgrad), 1×16 activations and gradients, the randomized
 /// Hadamard transform on both Wgrad operands, stochastic rounding on dY, a tensor scale measured
 /// on every call. The NVFP4 paper also keeps the last layers in BF16: pass how many.
