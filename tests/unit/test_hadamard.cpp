@@ -369,7 +369,9 @@ TEST_CASE("sign vectors: TE's default, seeded, and explicit masks", "[hadamard]"
   }
 }
 
-TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows transform each 16-group, not the padding", "[hadamard]") {
+TEST_CASE(
+    "hadamard_forward_rows and hadamard_inverse_rows transform each 16-group, not the padding",
+    "[hadamard]") {
   constexpr std::size_t rows = 3, cols = 48, ld = 53;
   const auto rht = hadamard16::from_seed(2026);
   std::mt19937 rng(5);
@@ -408,7 +410,8 @@ TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows transform each 16-gro
   }
 }
 
-TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows reject bad shapes, naming the argument", "[hadamard]") {
+TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows reject bad shapes, naming the argument",
+          "[hadamard]") {
   const auto rht = hadamard16::te_default();
   std::vector<float> data(64 * 4, 1.0f);
   const auto message_of = [&](bool inverse, float* pointer, std::size_t rows, std::size_t cols,
@@ -426,13 +429,19 @@ TEST_CASE("hadamard_forward_rows and hadamard_inverse_rows reject bad shapes, na
   for (bool inverse : {false, true}) {
     INFO((inverse ? "inverse_rows" : "forward_rows"));
     if (inverse) {
-      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)), std::invalid_argument);
-      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)), std::invalid_argument);
-      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)),
+                      std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)),
+                      std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_inverse_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)),
+                      std::invalid_argument);
     } else {
-      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)), std::invalid_argument);
-      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)), std::invalid_argument);
-      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)), std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 24, 64)),
+                      std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(data.data(), 4, 32, 16)),
+                      std::invalid_argument);
+      CHECK_THROWS_AS(hadamard_forward_rows(rht, matrix_view<float>(nullptr, 4, 32, 32)),
+                      std::invalid_argument);
     }
     const std::string bad_cols = message_of(inverse, data.data(), 4, 24, 64);
     INFO(bad_cols);

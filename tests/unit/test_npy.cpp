@@ -1,8 +1,8 @@
 // .npy reading and writing (io/npy.hpp): round trips of every dtype and shape rank, headers of
 // versions 1.0, 2.0 and 3.0, files laid out byte for byte as NumPy writes them, and a table of
 // malformed inputs that must each throw npy_error with a message naming the problem.
-#include <blockscale/numeric/half.hpp>
 #include <blockscale/io/npy.hpp>
+#include <blockscale/numeric/half.hpp>
 
 #include <chrono>
 #include <cstddef>

@@ -346,8 +346,7 @@ TEMPLATE_TEST_CASE("a tensor scale that makes every block underflow", "[quantize
         CHECK(q.element(r, c).bits() == 0);
         CHECK(q.block_scale(r, c).bits() == 0);
       }
-    const quantization_error e =
-        measure_error(matrix_view<const float>(x.data(), 7, 40), q);
+    const quantization_error e = measure_error(matrix_view<const float>(x.data(), 7, 40), q);
     CHECK(e.relative_mse == 1.0);
     CHECK(e.flushed_fraction == 1.0);
     CHECK(e.clipped_fraction == 0.0);

@@ -96,11 +96,11 @@ constexpr block_format_id preset_id() noexcept {
   return static_cast<block_format_id>(index + 1);
 }
 
-static_assert(preset_id<nvfp4>() == block_format_id::nvfp4 &&
-                  preset_id<mxfp4>() == block_format_id::mxfp4 &&
-                  preset_id<ue5m3_fp4>() == block_format_id::ue5m3_fp4 &&
-                  preset_id<mxfp8>() == block_format_id::mxfp8,
-              "preset_formats, block_format_id and preset_names must list the presets in one order");
+static_assert(
+    preset_id<nvfp4>() == block_format_id::nvfp4 && preset_id<mxfp4>() == block_format_id::mxfp4 &&
+        preset_id<ue5m3_fp4>() == block_format_id::ue5m3_fp4 &&
+        preset_id<mxfp8>() == block_format_id::mxfp8,
+    "preset_formats, block_format_id and preset_names must list the presets in one order");
 
 /// The name of a block format id ("nvfp4", ...); "unknown" for a value outside the enumeration.
 constexpr const char* to_string(block_format_id id) noexcept {

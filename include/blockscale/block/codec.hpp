@@ -110,7 +110,8 @@ saturates(float scaled, Rounding) noexcept {
     return scaled > max;
   } else if constexpr (std::is_same<Rounding, round_down>::value) {
     // The next value above the max; 2^128 (UE8M0) is beyond float, and only Inf reaches it.
-    constexpr double next = static_cast<double>(max) + static_cast<double>(detail::exp2i(ulp_exponent));
+    constexpr double next =
+        static_cast<double>(max) + static_cast<double>(detail::exp2i(ulp_exponent));
     constexpr float threshold =
         next >= 0x1p128 ? detail::bit_cast<float>(0x7F800000u) : static_cast<float>(next);
     return scaled >= threshold;
@@ -159,14 +160,28 @@ decide_scale(float amax, const quantize_params& params, Rounding rounding) noexc
           saturates<scale_type>(scaled, rounding)};
 }
 
-/// Counts one block (a tile once) into `stats`.
-BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void count_block(quantize_stats& stats, float amax,
-                                                              float scale, bool saturated) noexcept {
-  ++stats.blocks;
-  stats.saturated_scales += saturated ? 1 : 0;
-  stats.zero_scales += scale == 0.0f ? 1 : 0;
-  stats.nan_scales += amax != amax ? 1 : 0;
-  stats.amax = amax_value(amax_bits(magnitude_bits(stats.amax), amax));
+/// Counts `count` blocks (a tile once) into `stats`: their amax patterns and the scale codes
+/// decided for them with multiplier m and `rounding`. A block counts as saturated as `saturates`
+/// says, as a zero scale when its code is the scale format's zero, as NaN when its amax is. One
+/// loop for one block or a panel's worth (written so that it vectorizes).
+template <class BlockFormat, class Rounding>
+BLOCKSCALE_HOST_DEVICE void count_blocks(quantize_stats& stats, const std::uint32_t* amax,
+                                         const std::uint8_t* codes, std::size_t count, float m,
+                                         Rounding rounding) noexcept {
+  using scale_type = typename BlockFormat::scale_type;
+  constexpr bool has_zero = format_traits<typename scale_type::format>::has_zero;
+  std::uint32_t most = 0, saturated = 0, zero = 0, nan = 0;
+  for (std::size_t d = 0; d < count; ++d) {
+    most = amax[d] > most ? amax[d] : most;
+    saturated += saturates<scale_type>(amax_value(amax[d]) * m, rounding) ? 1u : 0u;
+    zero += has_zero && codes[d] == 0 ? 1u : 0u; // code 0 is the only zero of an unsigned format
+    nan += amax[d] > 0x7F800000u ? 1u : 0u;
+  }
+  stats.blocks += count;
+  stats.saturated_scales += saturated;
+  stats.zero_scales += zero;
+  stats.nan_scales += nan;
+  stats.amax = amax_value(amax_bits(magnitude_bits(stats.amax), amax_value(most)));
 }
 
 // ---- elements -----------------------------------------------------------------------------------
@@ -205,13 +220,13 @@ struct stochastic_rounding_from {
 /// rounded with rounding_at(j).
 template <class BlockFormat, class RoundingAt>
 BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void encode_block(const float* x, float factor,
-                                                               bool keep, RoundingAt rounding_at,
-                                                               std::uint8_t* codes) noexcept {
+                                                                bool keep, RoundingAt rounding_at,
+                                                                std::uint8_t* codes) noexcept {
   using element_type = typename BlockFormat::element_type;
   const std::uint8_t mask = keep ? 0xFF : 0x00;
   for (int j = 0; j < BlockFormat::block_size; ++j)
-    codes[j] =
-        static_cast<std::uint8_t>(encode_element<element_type>(x[j], factor, rounding_at(j)) & mask);
+    codes[j] = static_cast<std::uint8_t>(
+        encode_element<element_type>(x[j], factor, rounding_at(j)) & mask);
 }
 
 /// Bytes that `count` elements occupy (count even).
@@ -223,7 +238,7 @@ BLOCKSCALE_HOST_DEVICE constexpr std::size_t element_bytes(std::size_t count) no
 /// Stores the B codes of a block at `out` (FP4: packed, the even element in the low nibble).
 template <class BlockFormat>
 BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void store_block(const std::uint8_t* codes,
-                                                              std::uint8_t* out) noexcept {
+                                                               std::uint8_t* out) noexcept {
   if constexpr (BlockFormat::element_bits == 4) {
     pack_nibbles(codes, BlockFormat::block_size, out);
   } else {

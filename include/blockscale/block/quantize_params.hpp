@@ -23,9 +23,9 @@ enum class element_rounding { nearest_even, stochastic };
 /// One quantization's parameters, checked (see make_quantize_params). The decoded value of a code
 /// q in a block with scale S is (q · S) · decode_scale.
 struct quantize_params {
-  quantized_shape shape;        ///< the quantized matrix: size, blocks, layout, direction, transform
-  float encode_scale = 1.0f;    ///< s_enc: multiplies x before the block scale is chosen
-  float decode_scale = 1.0f;    ///< s_dec = 1 / s_enc, rounded once
+  quantized_shape shape;     ///< the quantized matrix: size, blocks, layout, direction, transform
+  float encode_scale = 1.0f; ///< s_enc: multiplies x before the block scale is chosen
+  float decode_scale = 1.0f; ///< s_dec = 1 / s_enc, rounded once
   float scale_multiplier = 1.0f; ///< m = s_enc · fp32(1 / rule.target)
   scale_rule rule{6.0f, scale_rounding::nearest_even};
   element_rounding rounding = element_rounding::nearest_even;

@@ -92,8 +92,7 @@ quantized_storage storage_for(const quantized_shape& shape) {
 /// checks of `make` (or of the owner that handed it out).
 template <class BlockFormat, class Byte>
 class basic_quantized_view {
-  static_assert(detail::is_block_format<BlockFormat>::value,
-                "quantized views take a block_format");
+  static_assert(detail::is_block_format<BlockFormat>::value, "quantized views take a block_format");
   static_assert(std::is_same<std::remove_const_t<Byte>, std::uint8_t>::value,
                 "Byte is std::uint8_t or const std::uint8_t");
 
@@ -122,8 +121,8 @@ public:
   /// the decode scale. Throws std::invalid_argument naming the argument when a buffer is null or
   /// smaller than `storage_for<BlockFormat>(shape)` says, or a size overflows. Host only.
   static basic_quantized_view make(const quantized_shape& shape, Byte* elements,
-                                   std::size_t element_bytes, Byte* scales,
-                                   std::size_t scale_bytes, decode_scale_type* decode_scale) {
+                                   std::size_t element_bytes, Byte* scales, std::size_t scale_bytes,
+                                   decode_scale_type* decode_scale) {
     const quantized_storage need = storage_for<BlockFormat>(shape);
     const auto check = [](const void* data, std::size_t have, std::size_t want, const char* name) {
       if (have < want)

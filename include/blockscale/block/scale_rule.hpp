@@ -28,8 +28,8 @@ inline namespace v0 {
 enum class scale_rounding { nearest_even, up, down };
 
 /// A block-scale rule: the scale is convert<Scale>(amax_b / target · s_enc, rounding). Plain data:
-/// the rounding is mapped to its tag once per call (`with_rounding_tags`, block/quantize_params.hpp),
-/// and the codec (block/codec.hpp) applies the rule.
+/// the rounding is mapped to its tag once per call (`with_rounding_tags`,
+/// block/quantize_params.hpp), and the codec (block/codec.hpp) applies the rule.
 struct scale_rule {
   float target;            ///< the element value a block's largest magnitude maps to
   scale_rounding rounding; ///< how amax_b · m is rounded to the scale format

@@ -24,10 +24,9 @@ inline namespace v0 {
 namespace detail {
 
 template <class T>
-struct is_dequantize_output
-    : std::integral_constant<bool, std::is_same<T, float>::value ||
-                                       std::is_same<T, bfloat16>::value ||
-                                       std::is_same<T, float16>::value> {};
+struct is_dequantize_output : std::integral_constant<bool, std::is_same<T, float>::value ||
+                                                               std::is_same<T, bfloat16>::value ||
+                                                               std::is_same<T, float16>::value> {};
 
 /// Decodes the first `cols` columns of rows [begin, end) of q into out.
 template <class BlockFormat, class Byte, class T>
@@ -54,8 +53,7 @@ void dequantize_rows(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> o
 
 template <class BlockFormat, class Byte, class T>
 void dequantize_checked(const char* function, basic_quantized_view<BlockFormat, Byte> q,
-                        matrix_view<T> out, std::size_t cols, unsigned threads,
-                        thread_pool* pool) {
+                        matrix_view<T> out, std::size_t cols, unsigned threads, thread_pool* pool) {
   static_assert(is_dequantize_output<T>::value,
                 "dequantize writes float, bfloat16 or float16 (non-const)");
   if (out.rows() != q.rows() || out.cols() != cols)

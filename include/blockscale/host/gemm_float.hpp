@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "../config.hpp"
 #include "../block/matrix_view.hpp"
+#include "../config.hpp"
 #include "thread_pool.hpp"
 
 namespace blockscale {

@@ -56,11 +56,11 @@
 #include <vector>
 
 #include "../block/block_format.hpp"
+#include "../block/matrix_view.hpp"
+#include "../block/quantized_view.hpp"
 #include "../config.hpp"
 #include "../detail/bits.hpp"
 #include "../numeric/format.hpp"
-#include "../block/matrix_view.hpp"
-#include "../block/quantized_view.hpp"
 #include "quantized_matrix.hpp"
 #include "thread_pool.hpp"
 
@@ -309,10 +309,9 @@ inline float epilogue(double sum, double tensor_scales, float alpha, float beta,
 /// Runs body(row_begin, row_end) over [0, rows) on `threads` threads (0: all hardware threads).
 template <class Body>
 void for_rows(std::size_t rows, unsigned threads, const Body& body) {
-  blockscale::detail::run_parallel(nullptr, threads, rows,
-                                   [&](unsigned, std::size_t begin, std::size_t end) {
-                                     body(begin, end);
-                                   });
+  blockscale::detail::run_parallel(
+      nullptr, threads, rows,
+      [&](unsigned, std::size_t begin, std::size_t end) { body(begin, end); });
 }
 
 /// The product path: every term is one exact product of decoded values, k < length.

@@ -40,8 +40,7 @@ struct quantization_error {
 /// scales). Non-finite elements are left out. Throws std::invalid_argument if q's shape is not
 /// x's (transposed when q is columnwise).
 template <class BlockFormat, class Byte, class T>
-quantization_error measure_error(matrix_view<T> input,
-                                 basic_quantized_view<BlockFormat, Byte> q) {
+quantization_error measure_error(matrix_view<T> input, basic_quantized_view<BlockFormat, Byte> q) {
   constexpr int b = BlockFormat::block_size;
   const matrix_view<const T> x = input;
   const std::size_t rows = q.columnwise() ? x.cols() : x.rows();

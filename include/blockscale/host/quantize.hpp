@@ -98,19 +98,19 @@ quantize_stats quantize_one(matrix_view<const T> x, quantized_view<BlockFormat> 
       fast_output<BlockFormat> job{out, params, {}};
       job.table.template fill<BlockFormat>(params.decode_scale);
       if (!params.shape.columnwise) {
-        run_parallel(pool, threads, group_count<BlockFormat>(params.shape),
-                     [&](unsigned, std::size_t begin, std::size_t end) {
-                       add(quantize_rows_fast(x, job, begin, end, scale_rounding,
-                                              element_rounding));
-                     });
+        run_parallel(
+            pool, threads, group_count<BlockFormat>(params.shape),
+            [&](unsigned, std::size_t begin, std::size_t end) {
+              add(quantize_rows_fast(x, job, begin, end, scale_rounding, element_rounding));
+            });
         return;
       }
       const auto roundings = [&](auto&& body) { body(scale_rounding, element_rounding); };
-      const std::size_t strips = (x.rows() + tile_rows - 1) / tile_rows;
+      const std::size_t strips = (x.rows() + column_tile.rows - 1) / column_tile.rows;
       run_parallel(pool, threads, strips, [&](unsigned, std::size_t begin, std::size_t end) {
         quantize_stats unused, part;
-        quantize_tiles_fast<BlockFormat, BlockFormat>(x, nullptr, &job, begin, end, roundings,
-                                                      roundings, unused, part);
+        quantize_tiles_fast<BlockFormat, BlockFormat>(x, column_tile, nullptr, &job, begin, end,
+                                                      roundings, roundings, unused, part);
         add(part);
       });
     } else {
@@ -166,28 +166,27 @@ float tensor_amax(matrix_view<const T> x, const quantized_shape& shape, unsigned
     });
     return codec::amax_value(total);
   }
-  // Transformed down the columns: transposed tiles of 32 input rows, in 16-groups.
-  const std::size_t strips = (x.rows() + tile_rows - 1) / tile_rows;
+  // Transformed down the columns: transposed tiles, the transform on each column's 16-groups.
+  const tile_shape shape_of_tile = column_tile;
+  const std::size_t strips = (x.rows() + shape_of_tile.rows - 1) / shape_of_tile.rows;
   run_parallel(pool, threads, strips, [&](unsigned, std::size_t begin, std::size_t end) {
-    alignas(64) float tile[tile_rows * tile_cols];
-    alignas(64) float transposed[tile_cols * tile_rows];
+    alignas(64) float tile[panel_capacity];
+    alignas(64) float transposed[panel_capacity];
     std::uint32_t acc = 0;
     for (std::size_t s = begin; s < end; ++s) {
-      const std::size_t i0 = s * tile_rows, rows_here = std::min(tile_rows, x.rows() - i0);
-      const std::size_t depth = (rows_here + hadamard16::size - 1) / hadamard16::size *
-                                hadamard16::size;
-      for (std::size_t j0 = 0; j0 < x.cols(); j0 += tile_cols) {
-        const std::size_t valid = std::min(tile_cols, x.cols() - j0);
-        for (std::size_t i = 0; i < tile_rows; ++i) {
-          if (i < rows_here)
-            load_values(x.row(i0 + i) + j0, valid, tile + i * tile_cols);
-          else
-            std::fill(tile + i * tile_cols, tile + i * tile_cols + valid, 0.0f);
-        }
-        simd::transpose_tile(tile, tile_cols, valid, transposed);
+      const std::size_t i0 = s * shape_of_tile.rows;
+      const std::size_t rows_here = std::min(shape_of_tile.rows, x.rows() - i0);
+      const std::size_t depth =
+          (rows_here + hadamard16::size - 1) / hadamard16::size * hadamard16::size;
+      for (std::size_t j0 = 0; j0 < x.cols(); j0 += shape_of_tile.cols) {
+        const std::size_t valid = std::min(shape_of_tile.cols, x.cols() - j0);
+        std::size_t ld = 0;
+        const float* values = load_tile(x, shape_of_tile, i0, j0, valid, tile, ld);
+        simd::transpose_tile(values, ld, shape_of_tile.rows, valid, transposed);
         for (std::size_t c = 0; c < valid; ++c) {
-          shape.transform.forward_groups(transposed + c * tile_rows, depth / hadamard16::size);
-          acc = std::max(acc, simd::amax_bits(transposed + c * tile_rows, depth));
+          float* column = transposed + c * shape_of_tile.rows;
+          shape.transform.forward_groups(column, depth / hadamard16::size);
+          acc = std::max(acc, simd::amax_bits(column, depth));
         }
       }
     }
@@ -200,12 +199,12 @@ float tensor_amax(matrix_view<const T> x, const quantized_shape& shape, unsigned
 template <class P, class = void>
 struct is_tensor_scale_policy : std::false_type {};
 template <class P>
-struct is_tensor_scale_policy<
-    P, std::void_t<decltype(std::declval<const P&>().needs_amax()),
-                   decltype(std::declval<const P&>().records_amax()),
-                   decltype(std::declval<P&>().observe_amax(0.0f)),
-                   decltype(std::declval<const P&>().encode_scale()),
-                   decltype(std::declval<P&>().finish(std::uint64_t{0}))>> : std::true_type {};
+struct is_tensor_scale_policy<P, std::void_t<decltype(std::declval<const P&>().needs_amax()),
+                                             decltype(std::declval<const P&>().records_amax()),
+                                             decltype(std::declval<P&>().observe_amax(0.0f)),
+                                             decltype(std::declval<const P&>().encode_scale()),
+                                             decltype(std::declval<P&>().finish(std::uint64_t{0}))>>
+    : std::true_type {};
 template <class P>
 using enable_if_policy = std::enable_if_t<is_tensor_scale_policy<std::remove_cv_t<P>>::value, int>;
 
@@ -250,7 +249,8 @@ quantize_stats quantize_into(matrix_view<T> x, quantized_matrix<BlockFormat>& ou
 /// Quantizes `x` into a new quantized_matrix (x transposed when options.columnwise).
 template <class BlockFormat, class T>
 quantized_matrix<BlockFormat> quantize(matrix_view<T> x, const quantize_options& options = {}) {
-  quantized_matrix<BlockFormat> q(make_quantize_params<BlockFormat>(x.rows(), x.cols(), options).shape);
+  quantized_matrix<BlockFormat> q(
+      make_quantize_params<BlockFormat>(x.rows(), x.cols(), options).shape);
   quantize_into(x, q, options);
   return q;
 }
@@ -278,11 +278,10 @@ quantized_matrix<BlockFormat> quantize_reference(matrix_view<T> x,
 /// (which must not be columnwise) and `columnwise` as `columnwise_options` gives (which must be).
 /// The two may differ in format, rounding, rule, encode scale, shape, layout and transform.
 template <class RowFormat, class ColumnFormat, class T>
-quantize_pair_stats quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
-                                  const quantize_options& rowwise_options,
-                                  quantized_view<ColumnFormat> columnwise,
-                                  const quantize_options& columnwise_options,
-                                  thread_pool* pool = nullptr) {
+quantize_pair_stats
+quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
+              const quantize_options& rowwise_options, quantized_view<ColumnFormat> columnwise,
+              const quantize_options& columnwise_options, thread_pool* pool = nullptr) {
   const matrix_view<const T> input = x;
   if (rowwise_options.columnwise || !columnwise_options.columnwise)
     throw std::invalid_argument("quantize_into: rowwise_options.columnwise must be false and "
@@ -295,9 +294,9 @@ quantize_pair_stats quantize_into(matrix_view<T> x, quantized_view<RowFormat> ro
   detail::check_output<ColumnFormat>("quantize_into", "columnwise", columnwise.shape(),
                                      column_params);
   if constexpr (!detail::fast_path_block<RowFormat> || !detail::fast_path_block<ColumnFormat>) {
-    return {detail::quantize_one(input, rowwise, row_params, rowwise_options.threads, pool),
-            detail::quantize_one(input, columnwise, column_params, columnwise_options.threads,
-                                 pool)};
+    return {
+        detail::quantize_one(input, rowwise, row_params, rowwise_options.threads, pool),
+        detail::quantize_one(input, columnwise, column_params, columnwise_options.threads, pool)};
   } else {
     *rowwise.decode_scale_data() = row_params.decode_scale;
     *columnwise.decode_scale_data() = column_params.decode_scale;
@@ -311,11 +310,12 @@ quantize_pair_stats quantize_into(matrix_view<T> x, quantized_view<RowFormat> ro
     const auto row_roundings = [&](auto&& body) { with_rounding_tags(row_params, body); };
     const auto column_roundings = [&](auto&& body) { with_rounding_tags(column_params, body); };
     std::mutex merge;
-    const std::size_t strips = (input.rows() + detail::tile_rows - 1) / detail::tile_rows;
+    const detail::tile_shape tile = detail::pair_tile;
+    const std::size_t strips = (input.rows() + tile.rows - 1) / tile.rows;
     detail::run_parallel(
         pool, rowwise_options.threads, strips, [&](unsigned, std::size_t begin, std::size_t end) {
           quantize_pair_stats part;
-          detail::quantize_tiles_fast(input, &row_job, &column_job, begin, end, row_roundings,
+          detail::quantize_tiles_fast(input, tile, &row_job, &column_job, begin, end, row_roundings,
                                       column_roundings, part.rowwise, part.columnwise);
           std::lock_guard<std::mutex> lock(merge);
           total.rowwise.merge(part.rowwise);
@@ -353,7 +353,8 @@ quantize_stats quantize_into(matrix_view<T> x, quantized_view<BlockFormat> out, 
                              quantize_options options = {}, AmaxHook&& amax_hook = {},
                              thread_pool* pool = nullptr) {
   if (policy.needs_amax())
-    policy.observe_amax(detail::hooked_amax(amax_hook, measure_amax<BlockFormat>(x, options, pool)));
+    policy.observe_amax(
+        detail::hooked_amax(amax_hook, measure_amax<BlockFormat>(x, options, pool)));
   options.encode_scale = policy.encode_scale();
   const quantize_stats stats = quantize_into(x, out, options, pool);
   if (policy.records_amax())
@@ -379,7 +380,8 @@ template <class BlockFormat, class T, class Policy, class AmaxHook = identity_am
           detail::enable_if_policy<Policy> = 0>
 quantized_matrix<BlockFormat> quantize(matrix_view<T> x, Policy& policy,
                                        quantize_options options = {}, AmaxHook&& amax_hook = {}) {
-  quantized_matrix<BlockFormat> q(make_quantize_params<BlockFormat>(x.rows(), x.cols(), options).shape);
+  quantized_matrix<BlockFormat> q(
+      make_quantize_params<BlockFormat>(x.rows(), x.cols(), options).shape);
   quantize_into(x, q, policy, options, std::forward<AmaxHook>(amax_hook));
   return q;
 }
@@ -390,12 +392,11 @@ quantized_matrix<BlockFormat> quantize(matrix_view<T> x, Policy& policy,
 template <class RowFormat, class ColumnFormat, class T, class RowPolicy, class ColumnPolicy,
           class AmaxHook = identity_amax, detail::enable_if_policy<RowPolicy> = 0,
           detail::enable_if_policy<ColumnPolicy> = 0>
-quantize_pair_stats quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
-                                  RowPolicy& rowwise_policy, quantize_options rowwise_options,
-                                  quantized_view<ColumnFormat> columnwise,
-                                  ColumnPolicy& columnwise_policy,
-                                  quantize_options columnwise_options, AmaxHook&& amax_hook = {},
-                                  thread_pool* pool = nullptr) {
+quantize_pair_stats
+quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise, RowPolicy& rowwise_policy,
+              quantize_options rowwise_options, quantized_view<ColumnFormat> columnwise,
+              ColumnPolicy& columnwise_policy, quantize_options columnwise_options,
+              AmaxHook&& amax_hook = {}, thread_pool* pool = nullptr) {
   const bool row_first = rowwise_policy.needs_amax(), column_first = columnwise_policy.needs_amax();
   if (row_first && column_first && !rowwise_options.hadamard && !columnwise_options.hadamard) {
     const float amax =
@@ -407,8 +408,8 @@ quantize_pair_stats quantize_into(matrix_view<T> x, quantized_view<RowFormat> ro
       rowwise_policy.observe_amax(
           detail::hooked_amax(amax_hook, measure_amax<RowFormat>(x, rowwise_options, pool)));
     if (column_first)
-      columnwise_policy.observe_amax(detail::hooked_amax(
-          amax_hook, measure_amax<ColumnFormat>(x, columnwise_options, pool)));
+      columnwise_policy.observe_amax(
+          detail::hooked_amax(amax_hook, measure_amax<ColumnFormat>(x, columnwise_options, pool)));
   }
   rowwise_options.encode_scale = rowwise_policy.encode_scale();
   columnwise_options.encode_scale = columnwise_policy.encode_scale();

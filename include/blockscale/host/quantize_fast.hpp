@@ -35,22 +35,36 @@ constexpr bool fast_path_block = 32 % BlockFormat::block_size == 0;
 
 /// Values in one panel.
 constexpr std::size_t panel_capacity = 8192;
-/// Input rows and columns of one tile of the columnwise (and two-output) path.
-constexpr std::size_t tile_rows = 32, tile_cols = 256;
+/// Input rows × columns of one tile of the tile path: tall for a columnwise output alone (its
+/// panel, the transpose, then has rows of 256 values), square-ish when both outputs share it.
+struct tile_shape {
+  std::size_t rows, cols;
+};
+constexpr tile_shape column_tile{64, 128}, pair_tile{64, 128};
+static_assert(column_tile.rows * column_tile.cols <= panel_capacity &&
+                  pair_tile.rows * pair_tile.cols <= panel_capacity,
+              "a tile must fit a panel");
+
+/// Asks for the cache line at `address` ahead of its use (nothing where the compiler has no hint).
+inline void prefetch(const void* address) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address, 0, 3);
+#else
+  (void)address;
+#endif
+}
 
 /// f_b and whether elements are kept, for every scale code: computed once per call with the
 /// codec's encode_factor and keeps_elements, so that the panels need no division.
 struct factor_table {
   float factor[256];
   std::uint8_t keep[256];
-  float value[256];
 
   template <class BlockFormat>
   void fill(float s_dec) noexcept {
     using scale_type = typename BlockFormat::scale_type;
     for (int code = 0; code < 256; ++code) {
       const auto scale = static_cast<float>(scale_type::from_bits(static_cast<std::uint8_t>(code)));
-      value[code] = scale;
       factor[code] = codec::encode_factor(scale, s_dec);
       keep[code] = codec::keeps_elements(scale) ? 0xFF : 0x00;
     }
@@ -86,7 +100,7 @@ void quantize_panel(const panel& p, const fast_output<BlockFormat>& job, quantiz
   const bool tile = params.shape.blocks == block_shape::tile;
 
   // 1. Block amaxes, on bit patterns (codec::amax_bits).
-  alignas(64) std::uint32_t amax[max_blocks];
+  alignas(64) std::uint32_t amax[max_blocks] = {}; // (zeroed: GCC cannot see every read is written)
   for (std::size_t i = 0; i < p.rows; ++i)
     simd::row_block_amax<b>(p.data + i * p.ld, per_row, amax + i * per_row);
   // 2. A tile's amax is the max over its rows (a panel starts on a tile boundary).
@@ -104,16 +118,12 @@ void quantize_panel(const panel& p, const fast_output<BlockFormat>& job, quantiz
     }
     decisions = groups * per_row;
   }
-  // 3. Scale codes for all decisions (a loop the compiler vectorizes), then the statistics.
-  alignas(64) std::uint8_t code[max_blocks];
+  // 3. Scale codes for all decisions, then the statistics (loops the compiler vectorizes).
+  alignas(64) std::uint8_t code[max_blocks] = {};
   const float m = params.scale_multiplier;
   for (std::size_t d = 0; d < decisions; ++d)
     code[d] = codec::scale_code<scale_type>(codec::amax_value(amax[d]) * m, scale_rounding);
-  for (std::size_t d = 0; d < decisions; ++d) {
-    const float block_amax = codec::amax_value(amax[d]);
-    codec::count_block(stats, block_amax, job.table.value[code[d]],
-                       codec::saturates<scale_type>(block_amax * m, scale_rounding));
-  }
+  codec::count_blocks<BlockFormat>(stats, amax, code, decisions, m, scale_rounding);
   // 4. Scales, on every row (a tile's on each of its rows).
   const std::size_t kb0 = p.col0 / b;
   for (std::size_t i = 0; i < p.rows; ++i) {
@@ -134,10 +144,9 @@ void quantize_panel(const panel& p, const fast_output<BlockFormat>& job, quantiz
     const float* values = p.data + i * p.ld;
     std::uint8_t* dst = out.row(p.row0 + i) + codec::element_bytes<BlockFormat>(p.col0);
     if constexpr (stochastic) {
-      fill_random_bits(params.seed, params.offset,
-                       codec::random_index(p.row0 + i, p.col0, padded), p.cols, random);
-      simd::encode_row_stochastic<BlockFormat>(values, per_row, row_codes, job.table, random,
-                                               dst);
+      fill_random_bits(params.seed, params.offset, codec::random_index(p.row0 + i, p.col0, padded),
+                       p.cols, random);
+      simd::encode_row_stochastic<BlockFormat>(values, per_row, row_codes, job.table, random, dst);
     } else {
       simd::encode_row_nearest<BlockFormat>(values, per_row, row_codes, job.table, dst);
     }
@@ -153,6 +162,48 @@ void load_values(const T* in, std::size_t count, float* out) noexcept {
     for (std::size_t j = 0; j < count; ++j)
       out[j] = static_cast<float>(in[j]);
   }
+}
+
+/// Asks for the tile right of (i0, j0) while the current one is worked on: the hardware
+/// prefetcher follows few streams and stops at page boundaries, and a tile has shape.rows of them.
+template <class T>
+void prefetch_next_tile(matrix_view<const T> x, tile_shape shape, std::size_t i0,
+                        std::size_t j0) noexcept {
+  const std::size_t next = j0 + shape.cols;
+  if (next >= x.cols())
+    return;
+  constexpr std::size_t line = 64 / sizeof(T);
+  const std::size_t rows_here = std::min(shape.rows, x.rows() - i0);
+  const std::size_t end = std::min(x.cols(), next + shape.cols);
+  for (std::size_t i = 0; i < rows_here; ++i)
+    for (std::size_t c = next; c < end; c += line)
+      prefetch(x.row(i0 + i) + c);
+}
+
+/// Input rows [i0, i0 + shape.rows) × columns [j0, j0 + width) as floats, with zeros past the
+/// input's last row and column: the input itself when it is float and the tile lies inside it
+/// (returns its row stride), else a copy in `scratch` (row stride shape.cols).
+template <class T>
+const float* load_tile(matrix_view<const T> x, tile_shape shape, std::size_t i0, std::size_t j0,
+                       std::size_t width, float* scratch, std::size_t& ld) noexcept {
+  const std::size_t rows_here = std::min(shape.rows, x.rows() - i0);
+  const std::size_t valid = x.cols() > j0 ? std::min(width, x.cols() - j0) : 0;
+  prefetch_next_tile(x, shape, i0, j0);
+  if constexpr (std::is_same<std::remove_const_t<T>, float>::value) {
+    if (rows_here == shape.rows && valid == width) {
+      ld = x.ld();
+      return x.row(i0) + j0;
+    }
+  }
+  for (std::size_t i = 0; i < shape.rows; ++i) {
+    float* row = scratch + i * shape.cols;
+    const std::size_t loaded = i < rows_here ? valid : 0;
+    if (loaded != 0)
+      load_values(x.row(i0 + i) + j0, loaded, row);
+    std::fill(row + loaded, row + width, 0.0f);
+  }
+  ld = shape.cols;
+  return scratch;
 }
 
 /// Rowwise output: quantizes the row groups [group_begin, group_end) (one row, or B for tiles),
@@ -194,48 +245,53 @@ quantize_stats quantize_rows_fast(matrix_view<const T> x, const fast_output<Bloc
   return stats;
 }
 
-/// The tile path: for each tile of tile_rows input rows × tile_cols input columns, the rowwise
-/// output's panel is the tile itself and the columnwise output's panel is its transpose. Either
-/// job may be null. Quantizes the row strips [strip_begin, strip_end).
+/// The tile path: for each tile of `shape` (input rows × columns), the rowwise output's panel is
+/// the tile itself and the columnwise output's panel is its transpose. Either job may be null.
+/// Quantizes the row strips [strip_begin, strip_end) of shape.rows input rows.
 template <class RowFormat, class ColumnFormat, class T, class RowRoundings, class ColumnRoundings>
-void quantize_tiles_fast(matrix_view<const T> x, const fast_output<RowFormat>* rowwise,
+void quantize_tiles_fast(matrix_view<const T> x, tile_shape shape,
+                         const fast_output<RowFormat>* rowwise,
                          const fast_output<ColumnFormat>* columnwise, std::size_t strip_begin,
                          std::size_t strip_end, RowRoundings row_roundings,
                          ColumnRoundings column_roundings, quantize_stats& row_stats,
                          quantize_stats& column_stats) noexcept {
-  alignas(64) float tile[tile_rows * tile_cols];
-  alignas(64) float transposed[tile_cols * tile_rows];
+  alignas(64) float tile[panel_capacity];
+  alignas(64) float transposed[panel_capacity];
   const std::size_t row_padded = rowwise != nullptr ? rowwise->out.padded_cols() : x.cols();
   const std::size_t column_padded = columnwise != nullptr ? columnwise->out.padded_cols() : 0;
   for (std::size_t s = strip_begin; s < strip_end; ++s) {
-    const std::size_t i0 = s * tile_rows, rows_here = std::min(tile_rows, x.rows() - i0);
-    for (std::size_t j0 = 0; j0 < row_padded; j0 += tile_cols) {
-      const std::size_t width = std::min(tile_cols, row_padded - j0);
+    const std::size_t i0 = s * shape.rows, rows_here = std::min(shape.rows, x.rows() - i0);
+    for (std::size_t j0 = 0; j0 < row_padded; j0 += shape.cols) {
+      const std::size_t width = std::min(shape.cols, row_padded - j0);
       const std::size_t valid = x.cols() > j0 ? std::min(width, x.cols() - j0) : 0;
-      for (std::size_t i = 0; i < rows_here; ++i) {
-        load_values(x.row(i0 + i) + j0, valid, tile + i * tile_cols);
-        std::fill(tile + i * tile_cols + valid, tile + i * tile_cols + width, 0.0f);
-      }
+      std::size_t ld = 0;
+      const float* values = load_tile(x, shape, i0, j0, width, tile, ld);
       if (columnwise != nullptr && valid != 0) {
-        for (std::size_t i = rows_here; i < tile_rows; ++i)
-          std::fill(tile + i * tile_cols, tile + i * tile_cols + valid, 0.0f);
-        simd::transpose_tile(tile, tile_cols, valid, transposed);
-        const quantized_shape& shape = columnwise->params.shape;
-        const std::size_t depth = std::min(tile_rows, column_padded - i0);
-        if (shape.hadamard)
+        simd::transpose_tile(values, ld, shape.rows, valid, transposed);
+        const quantized_shape& out_shape = columnwise->params.shape;
+        const std::size_t depth = std::min(shape.rows, column_padded - i0);
+        if (out_shape.hadamard)
           for (std::size_t c = 0; c < valid; ++c)
-            shape.transform.forward_groups(transposed + c * tile_rows, depth / hadamard16::size);
-        const panel p{transposed, tile_rows, valid, depth, j0, i0};
+            out_shape.transform.forward_groups(transposed + c * shape.rows,
+                                               depth / hadamard16::size);
+        const panel p{transposed, shape.rows, valid, depth, j0, i0};
         column_roundings([&](auto scale_rounding, auto element_rounding) {
           quantize_panel(p, *columnwise, column_stats, scale_rounding, element_rounding);
         });
       }
       if (rowwise != nullptr) {
-        const quantized_shape& shape = rowwise->params.shape;
-        if (shape.hadamard)
+        const quantized_shape& out_shape = rowwise->params.shape;
+        if (out_shape.hadamard) {
+          if (values != tile) { // transform a copy, never the input
+            for (std::size_t i = 0; i < rows_here; ++i)
+              std::memcpy(tile + i * shape.cols, values + i * ld, width * sizeof(float));
+            values = tile;
+            ld = shape.cols;
+          }
           for (std::size_t i = 0; i < rows_here; ++i)
-            shape.transform.forward_groups(tile + i * tile_cols, width / hadamard16::size);
-        const panel p{tile, tile_cols, rows_here, width, i0, j0};
+            out_shape.transform.forward_groups(tile + i * shape.cols, width / hadamard16::size);
+        }
+        const panel p{values, ld, rows_here, width, i0, j0};
         row_roundings([&](auto scale_rounding, auto element_rounding) {
           quantize_panel(p, *rowwise, row_stats, scale_rounding, element_rounding);
         });

@@ -63,9 +63,9 @@ inline quantized_shape quantized_shape_for(std::size_t x_rows, std::size_t x_col
 /// The checked parameters of quantizing an x_rows × x_cols input into `BlockFormat` with
 /// `options`. Throws std::invalid_argument naming the option that is wrong: an encode scale that
 /// is not finite and positive or whose reciprocal is not finite (s_dec would be Inf, and every
-/// decoded value NaN), a rule target that is not finite and positive or that s_enc / target overflows, the Hadamard transform with
-/// a block size that is not a multiple of 16, a thread count above thread_pool::max_threads, or an
-/// enumeration value outside its range.
+/// decoded value NaN), a rule target that is not finite and positive or that s_enc / target
+/// overflows, the Hadamard transform with a block size that is not a multiple of 16, a thread count
+/// above thread_pool::max_threads, or an enumeration value outside its range.
 template <class BlockFormat>
 quantize_params make_quantize_params(std::size_t x_rows, std::size_t x_cols,
                                      const quantize_options& options) {

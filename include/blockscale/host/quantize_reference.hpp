@@ -54,16 +54,18 @@ quantize_stats quantize_groups_reference(matrix_view<const T> x, quantized_view<
       }
       const float block_amax = codec::amax_value(amax);
       const auto decision = codec::decide_scale<BlockFormat>(block_amax, params, scale_rounding);
-      codec::count_block(stats, block_amax, static_cast<float>(decision.scale), decision.saturated);
+      const std::uint8_t scale_code = decision.scale.bits();
+      codec::count_blocks<BlockFormat>(stats, &amax, &scale_code, 1, params.scale_multiplier,
+                                       scale_rounding);
       for (std::size_t i = 0; i < rows_here; ++i) {
         const std::size_t r = r0 + i;
         out.scales()[out.scale_index(r, kb)] = decision.scale.bits();
         codec::gather_block<BlockFormat>(x, shape, r, kb, values);
         if constexpr (stochastic) {
           for (int j = 0; j < b; ++j)
-            random[j] = random_bits(params.seed, params.offset,
-                                    codec::random_index(r, kb * b + static_cast<std::size_t>(j),
-                                                        padded));
+            random[j] =
+                random_bits(params.seed, params.offset,
+                            codec::random_index(r, kb * b + static_cast<std::size_t>(j), padded));
           codec::encode_block<BlockFormat>(values, decision.factor, decision.keep,
                                            codec::stochastic_rounding_from{random}, codes);
         } else {

@@ -190,9 +190,7 @@ inline unsigned parallel_ranges(thread_pool* pool, unsigned threads, std::size_t
   if (pool != nullptr)
     return pool->size();
   const unsigned count = thread_pool::resolve(threads, "threads");
-  return count == 1 || items <= 1
-             ? 1u
-             : static_cast<unsigned>(std::min<std::size_t>(count, items));
+  return count == 1 || items <= 1 ? 1u : static_cast<unsigned>(std::min<std::size_t>(count, items));
 }
 
 } // namespace detail

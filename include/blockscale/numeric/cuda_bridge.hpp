@@ -1,7 +1,7 @@
 /// \file numeric/cuda_bridge.hpp
 /// The one bridge between blockscale's storage types and CUDA's types of the same encoding:
-/// `__nv_fp4_e2m1`, `__nv_fp8_e4m3`, `__nv_fp8_e5m2`, `__nv_fp8_e8m0`, `__nv_bfloat16` and `__half`.
-/// A CUDA type takes part when its header (`cuda_fp4.h`, `cuda_fp8.h`, `cuda_bf16.h`,
+/// `__nv_fp4_e2m1`, `__nv_fp8_e4m3`, `__nv_fp8_e5m2`, `__nv_fp8_e8m0`, `__nv_bfloat16` and
+/// `__half`. A CUDA type takes part when its header (`cuda_fp4.h`, `cuda_fp8.h`, `cuda_bf16.h`,
 /// `cuda_fp16.h`) was included before blockscale; blockscale itself includes none of them. Values
 /// cross the bridge as codes: nothing is rounded.
 #pragma once

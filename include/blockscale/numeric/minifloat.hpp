@@ -205,9 +205,8 @@ class numeric_limits<blockscale::minifloat<Format>> {
   static constexpr blockscale::detail::decimal_limits decimal =
       blockscale::detail::make_decimal_limits(
           traits::mantissa_bits + 1,
-          static_cast<double>(
-              blockscale::detail::decode<Format>(blockscale::detail::power_of_two_code<Format>(
-                  traits::min_exponent))),
+          static_cast<double>(blockscale::detail::decode<Format>(
+              blockscale::detail::power_of_two_code<Format>(traits::min_exponent))),
           static_cast<double>(blockscale::detail::decode<Format>(traits::max_code)));
 
 public:

@@ -119,8 +119,8 @@ public:
     if (dx.rows() != batch_ || dx.cols() != in_)
       throw std::invalid_argument("quantized_linear::backward: dx must be " +
                                   std::to_string(batch_) + " x " + std::to_string(in_));
-    operand_quantizer::apply_pair(op(gemm_operand::dgrad_dy), op(gemm_operand::wgrad_dy), dy,
-                                  step, measuring(step), pool_.get());
+    operand_quantizer::apply_pair(op(gemm_operand::dgrad_dy), op(gemm_operand::wgrad_dy), dy, step,
+                                  measuring(step), pool_.get());
     run_gemm(gemm_operand::dgrad_dy, gemm_operand::dgrad_w, dx);
     run_gemm(gemm_operand::wgrad_dy, gemm_operand::wgrad_x,
              matrix_view<float>(weight_grad_.data(), out_, in_));

@@ -143,8 +143,7 @@ public:
 
   /// Fake-quantizes `x` (or its transpose when columnwise) into values(). With `track_error`, the
   /// operand's SQNR is added to the statistics. `pool` may be null.
-  void apply(matrix_view<const float> x, std::uint64_t step, bool track_error,
-             thread_pool* pool) {
+  void apply(matrix_view<const float> x, std::uint64_t step, bool track_error, thread_pool* pool) {
     visit_block_format(recipe_.format, [&](auto tag) {
       if constexpr (std::is_same<decltype(tag), high_precision_tag>::value) {
         copy_high_precision(x);
@@ -179,9 +178,9 @@ public:
         quantized_matrix<format>& column_q = columnwise.storage<format>(x, column_options);
         const std::uint64_t row_before = rowwise.policy_.amax_measurements();
         const std::uint64_t column_before = columnwise.policy_.amax_measurements();
-        const quantize_pair_stats stats = quantize_into(
-            x, row_q.view(), rowwise.policy_, row_options, column_q.view(), columnwise.policy_,
-            column_options, identity_amax{}, pool);
+        const quantize_pair_stats stats =
+            quantize_into(x, row_q.view(), rowwise.policy_, row_options, column_q.view(),
+                          columnwise.policy_, column_options, identity_amax{}, pool);
         row_q.set_stats(stats.rowwise);
         column_q.set_stats(stats.columnwise);
         rowwise.finish(x, row_q, row_before, track_error, pool);
@@ -211,8 +210,7 @@ private:
     const auto same = [&](const quantized_shape& s) {
       return s.rows == shape.rows && s.cols == shape.cols && s.blocks == shape.blocks &&
              s.layout == shape.layout && s.columnwise == shape.columnwise &&
-             s.hadamard == shape.hadamard &&
-             s.transform.sign_mask() == shape.transform.sign_mask();
+             s.hadamard == shape.hadamard && s.transform.sign_mask() == shape.transform.sign_mask();
     };
     if (q == nullptr || !same(q->shape()))
       q = &quantized_.emplace<quantized_matrix<BlockFormat>>(shape);
@@ -231,7 +229,8 @@ private:
     rows_ = q.rows();
     padded_cols_ = q.padded_cols();
     values_.resize(rows_ * padded_cols_);
-    const auto out = matrix_view<float>::unchecked(values_.data(), rows_, padded_cols_, padded_cols_);
+    const auto out =
+        matrix_view<float>::unchecked(values_.data(), rows_, padded_cols_, padded_cols_);
     if (pool != nullptr)
       dequantize_padded(q, out, *pool);
     else
