@@ -1,6 +1,6 @@
 // Quantization quality of the FP4 block formats on synthetic data: relative MSE and SQNR of
 // NVFP4, MXFP4 (OCP floor and cuBLAS rceil) and UE5M3-FP4 on N(0,1), Laplace and Student-t(3)
-// samples, nearest-even, rowwise blocks. Compare with REFERENCE.md §6.
+// samples, nearest-even, rowwise blocks. docs/performance.md lists its output.
 //   blockscale_example_quality_table [--log2-samples N]   (default 24: 2^24 samples)
 #include <blockscale/blockscale.hpp>
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the main demo, recipe_compare: trains a small MLP under high precision, NVFP4,
-# UE5M3-FP4 and MXFP4 and compares loss and cost (about two minutes on 2 cores; --help lists its
+# UE5M3-FP4 and MXFP4 and compares loss and cost (time: docs/training.md; --help lists its
 # options, --quick is a few seconds). scripts/demo.sh [arguments for the example...]
 # The build directory is build-demo/ unless BLOCKSCALE_BUILD_DIR says otherwise.
 set -euo pipefail

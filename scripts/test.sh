@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds blockscale (Release) and runs its test suite, except the `exhaustive` label.
 #   scripts/test.sh [--exhaustive] [ctest arguments...]
-#   --exhaustive   also run the exhaustive sweeps (~20 min)
+#   --exhaustive   also run the exhaustive sweeps (times: docs/testing.md)
 # The build directory is build/ unless BLOCKSCALE_BUILD_DIR says otherwise. Missing Debian packages
 # are installed when run as root.
 set -euo pipefail

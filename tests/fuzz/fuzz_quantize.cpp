@@ -1,6 +1,8 @@
 // libFuzzer target: quantization of fuzzer-chosen matrices (any float bits, NaN and Inf
 // included, any small shape and option set) never crashes, the fast path equals the reference
-// path bit for bit, and dequantization gives NaN only from NaN scales or NaN element codes.
+// path bit for bit, both directions from one read equal two single quantizations, the reported
+// amax is the measured one, and dequantization (float and bfloat16) decodes as value() does,
+// giving NaN only from NaN scales or NaN element codes.
 //   bytes: rows, cols, option flags, seed byte, tensor-scale exponent, then the float data.
 #include <blockscale/blockscale.hpp>
 
@@ -40,6 +42,20 @@ void run(const std::vector<float>& x, std::size_t rows, std::size_t cols,
   }
   reference = quantize_reference<Format>(view, options);
   require(fast == reference);
+  const float measured = measure_amax<Format>(view, options);
+  require(std::memcmp(&measured, &fast.stats().amax, sizeof measured) == 0);
+  // Both directions from one read.
+  quantize_options row = options, column = options;
+  row.columnwise = false;
+  column.columnwise = true;
+  column.encode_scale = options.encode_scale * 2.0f <= 1e30f ? options.encode_scale * 2.0f : 1.0f;
+  quantized_matrix<Format> both_row(quantized_shape_for(rows, cols, row));
+  quantized_matrix<Format> both_column(quantized_shape_for(rows, cols, column));
+  quantize_into(view, both_row.view(), row, both_column.view(), column);
+  require(both_row == quantize<Format>(view, row));
+  require(both_column == quantize<Format>(view, column));
+  std::vector<bfloat16> half(fast.rows() * fast.cols());
+  dequantize(fast, matrix_view<bfloat16>(half.data(), fast.rows(), fast.cols()));
   std::vector<float> out(fast.rows() * fast.cols());
   dequantize(fast, matrix_view<float>(out.data(), fast.rows(), fast.cols()));
   for (std::size_t r = 0; r < fast.rows(); ++r)
@@ -47,6 +63,7 @@ void run(const std::vector<float>& x, std::size_t rows, std::size_t cols,
       // dequantize() and value() decode in the same order, so they agree to the bit.
       const float value = out[r * fast.cols() + c], single = fast.value(r, c);
       require(std::memcmp(&value, &single, sizeof value) == 0);
+      require(half[r * fast.cols() + c].bits() == bfloat16(single).bits());
       // NaN only from a NaN scale or a NaN element code (E4M3 from Inf · 0 when the factor
       // underflowed): finite codes times finite scales never make one.
       const float scale = static_cast<float>(fast.block_scale(r, c));

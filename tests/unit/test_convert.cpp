@@ -1,5 +1,5 @@
-// Hand-checked conversions: the decision points of REFERENCE.md §1, each rounding mode, the
-// overflow rules of docs/conversion.md, and double input.
+// Hand-checked conversions: the E2M1 decision points (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5), each
+// rounding mode, the overflow rules of docs/conversion.md, and double input.
 #include <blockscale/blockscale.hpp>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Decoding, round trips and properties of every format, against values from first principles
-// and the anchors' published tables (REFERENCE.md §1).
+// and the anchors' published tables (OCP MX v1.0, OCP OFP8, CUDA's cuda_fp8.h / cuda_fp4.h).
 #include <blockscale/blockscale.hpp>
 
 #include <cmath>
@@ -144,7 +144,7 @@ TEST_CASE("derived properties", "[format]") {
   STATIC_REQUIRE(format_traits<ue5m3_ieee_format>::infinity_code == 0xF8);
   STATIC_REQUIRE(format_traits<ue8m0_format>::min_exponent == -127);
   STATIC_REQUIRE(!format_traits<ue8m0_format>::has_zero);
-  // UE5M3's range is about twice UE4M3's in binades (REFERENCE §2): 34.8 against 17.8.
+  // UE5M3's range is about twice UE4M3's in binades (docs/formats.md): 34.8 against 17.8.
   const double ue5m3_binades = std::log2(114688.0 / std::ldexp(1.0, -17));
   const double ue4m3_binades = std::log2(448.0 / std::ldexp(1.0, -9));
   CHECK(ue5m3_binades == Approx(33.8).margin(0.1));
@@ -245,4 +245,33 @@ TEST_CASE("decoding and encoding are constant expressions", "[format]") {
   STATIC_REQUIRE(three.bits() == 0x5);
   STATIC_REQUIRE(convert<ue8m0>(5.0f, round_up{}).bits() == 130);
 #endif
+}
+
+TEST_CASE("numeric_limits' decimal members are computed, as C defines them for float",
+          "[format][limits]") {
+  // The same computation applied to float's parameters gives float's own constants.
+  constexpr auto f = detail::make_decimal_limits(24, 0x1p-126, 0x1.fffffep127);
+  STATIC_REQUIRE(f.digits10 == std::numeric_limits<float>::digits10);
+  STATIC_REQUIRE(f.max_digits10 == std::numeric_limits<float>::max_digits10);
+  STATIC_REQUIRE(f.min_exponent10 == std::numeric_limits<float>::min_exponent10);
+  STATIC_REQUIRE(f.max_exponent10 == std::numeric_limits<float>::max_exponent10);
+  constexpr auto d = detail::make_decimal_limits(53, 0x1p-1022, 0x1.fffffffffffffp1023);
+  STATIC_REQUIRE(d.digits10 == std::numeric_limits<double>::digits10);
+  STATIC_REQUIRE(d.max_digits10 == std::numeric_limits<double>::max_digits10);
+  STATIC_REQUIRE(d.min_exponent10 == std::numeric_limits<double>::min_exponent10);
+  STATIC_REQUIRE(d.max_exponent10 == std::numeric_limits<double>::max_exponent10);
+  // The small formats, by hand: E4M3 (4 digits, 2^-6 .. 448), E2M1 (2 digits, 1 .. 6), UE5M3
+  // (2^-14 .. 114688), UE8M0 (1 digit, 2^-127 .. 2^127).
+  using L4 = std::numeric_limits<e4m3>;
+  STATIC_REQUIRE((L4::digits10 == 0 && L4::max_digits10 == 3 && L4::min_exponent10 == -1 &&
+                  L4::max_exponent10 == 2));
+  using L2 = std::numeric_limits<e2m1>;
+  STATIC_REQUIRE((L2::digits10 == 0 && L2::max_digits10 == 2 && L2::min_exponent10 == 0 &&
+                  L2::max_exponent10 == 0));
+  using L5 = std::numeric_limits<ue5m3>;
+  STATIC_REQUIRE((L5::digits10 == 0 && L5::max_digits10 == 3 && L5::min_exponent10 == -4 &&
+                  L5::max_exponent10 == 5));
+  using L8 = std::numeric_limits<ue8m0>;
+  STATIC_REQUIRE((L8::digits10 == 0 && L8::max_digits10 == 2 && L8::min_exponent10 == -38 &&
+                  L8::max_exponent10 == 38));
 }

@@ -320,7 +320,7 @@ TEST_CASE("the transform cancels in a GEMM: (A·M)(B·M)ᵀ = A·Bᵀ", "[hadama
 }
 
 TEST_CASE("sign vectors: TE's default, seeded, and explicit masks", "[hadamard]") {
-  SECTION("te_default() has REFERENCE §2's signs") {
+  SECTION("te_default() has Transformer Engine's signs") {
     const float te_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
     const auto rht = hadamard16::te_default();
     for (int i = 0; i < 16; ++i)

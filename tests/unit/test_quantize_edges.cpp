@@ -73,8 +73,8 @@ float e2m1_value(std::uint8_t code) {
   return static_cast<float>(e2m1::from_bits(code));
 }
 
-// One block through the documented FP32 order (REFERENCE §2), target 6, nearest-even scales:
-// the expected scale code and element codes.
+// One block through the documented FP32 order (Transformer Engine's reference quantizer), target 6,
+// nearest-even scales: the expected scale code and element codes.
 template <class F>
 void te_block(const std::vector<float>& x, float s_enc, std::uint8_t& scale_code,
               std::vector<std::uint8_t>& codes) {

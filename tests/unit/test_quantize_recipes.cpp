@@ -1,12 +1,12 @@
 // Bit-exact agreement of quantize<F> (fast path, 1-3 threads) and quantize_reference<F> with an
-// independent re-statement of each recipe of REFERENCE.md §2, written here from the document and
-// not from the library's quantize code:
+// independent re-statement of each recipe of the field (docs/quantization.md), written here from
+// the published descriptions and not from the library's quantize code:
 //
-// - NVFP4 / UE5M3-FP4 (Transformer Engine's FP32 operation order, REFERENCE §2
+// - NVFP4 / UE5M3-FP4 (Transformer Engine's FP32 operation order, its reference_nvfp4.py
 //   "Bit-compatibility"): s_enc = min(N / amax_t, FLT_MAX) (1 if that is 0), s_dec = 1 / s_enc,
 //   m = s_enc · fp32(1/6), S_b = scale_round(clamp(min(amax_b · m, FLT_MAX), 0, S_max)),
 //   f_b = min(1 / (float(S_b) · s_dec), FLT_MAX), q = e2m1_rne(clamp(x · f_b, -6, 6)); a block
-//   whose scale is 0 or NaN stores zero codes (DESIGN §4).
+//   whose scale is 0 or NaN stores zero codes (docs/quantization.md).
 // - MXFP4 / MXFP8, OCP "floor": X = 2^clamp(floor(log2 amax_b) - emax(element), -127, 127);
 //   q = element(x / X). cuBLAS "rceil": X = 2^clamp(ceil(log2(amax_b / 6)), -127, 127). Both are
 //   computed here from the exponent of amax_b with exact integer/double arithmetic, not through
@@ -138,7 +138,7 @@ struct expected {
   std::size_t rceil_floatorder_mismatch = 0; // rceil: exact vs m = fp32(1/6) scale (must stay 0)
 };
 
-// s_enc from amax_t, REFERENCE §2 "Bit-compatibility" step 1.
+// s_enc from amax_t, Transformer Engine's reference quantizer, step 1.
 float encode_scale(float numerator, float amax_t) {
   if (numerator == 0.0f)
     return 1.0f;
@@ -288,7 +288,8 @@ expected model(const std::vector<float>& y, std::size_t rows, std::size_t cols, 
   return ex;
 }
 
-// REFERENCE.md §3, written out here (not the library's function).
+// cuBLASLt's VEC16_UE4M3 layout (CUTLASS Sm1xxBlockScaledConfig), written out here (not the
+// library's function).
 std::size_t tc_offset(std::size_t m, std::size_t kb, std::size_t blocks) {
   const std::size_t kb_tiles = (blocks + 3) / 4;
   const std::size_t tile = (m / 128) * kb_tiles + (kb / 4);
@@ -477,7 +478,7 @@ TEST_CASE("the model's constants are the documented ones", "[quantize][recipes]"
   CHECK(tensor_scale_numerator<nvfp4>(0) == te_numerator);
   CHECK(static_cast<float>(std::numeric_limits<ue4m3>::max()) == 448.0f);
   CHECK(static_cast<float>(std::numeric_limits<ue5m3>::max()) == 114688.0f);
-  // REFERENCE §3's check values (nvmath-python docs, M = K = 128, NVFP4: 8 blocks per row).
+  // Check values from the nvmath-python docs ( M = K = 128, NVFP4: 8 blocks per row).
   CHECK(tc_offset(5, 2, 8) == 82);
   CHECK(tc_offset(5, 5, 8) == 593);
   CHECK(tensor_core_scale_offset(5, 2, 8) == 82);

@@ -1,6 +1,7 @@
-// Recipes (field by field against REFERENCE.md §2) and the fake-quantized linear layer:
-// gradients against finite differences in high precision, the fake-quantized GEMMs against the
-// block-scaled reference GEMM, and a short training run per recipe that must lower the loss.
+// Recipes (field by field against the published recipes, docs/training.md) and the fake-quantized
+// linear layer: gradients against finite differences in high precision, the fake-quantized GEMMs
+// against the block-scaled reference GEMM, and a short training run per recipe that must lower the
+// loss.
 #include <blockscale/blockscale.hpp>
 #include <blockscale/training/linear.hpp>
 
@@ -36,8 +37,9 @@ void check_operand(const operand_recipe& o, block_format_id format, block_shape 
 } // namespace
 
 TEST_CASE("NVFP4 recipe: Transformer Engine's defaults", "[recipe]") {
-  // REFERENCE §2: W 2D 16x16 for Fprop and Dgrad, RNE, no RHT; X rowwise 1x16 RNE; X columnwise
-  // (Wgrad) RHT, RNE; dY rowwise (Dgrad) SR; dY columnwise (Wgrad) RHT, SR; current scaling.
+  // Transformer Engine's NVFP4BlockScaling: W 2D 16x16 for Fprop and Dgrad, RNE, no RHT; X rowwise
+  // 1x16 RNE; X columnwise (Wgrad) RHT, RNE; dY rowwise (Dgrad) SR; dY columnwise (Wgrad) RHT, SR;
+  // current scaling.
   const recipe r = recipes::nvfp4();
   constexpr auto nvfp4 = block_format_id::nvfp4;
   constexpr auto current = tensor_scale_config::kind::current;

@@ -14,7 +14,7 @@ using namespace blockscale;
 
 TEST_CASE("tensor-core scale offsets match the published check values", "[scale-layout]") {
   // nvmath-python's documentation, M = K = 128 with NVFP4 (8 blocks per row): (5, 2) -> 82 and
-  // (5, 5) -> 593 (REFERENCE.md §3).
+  // (5, 5) -> 593 (check values from the nvmath-python docs).
   CHECK(tensor_core_scale_offset(5, 2, 8) == 82);
   CHECK(tensor_core_scale_offset(5, 5, 8) == 593);
   CHECK(scale_offset(scale_layout::tensor_core, 5, 2, 8) == 82);

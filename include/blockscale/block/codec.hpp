@@ -32,7 +32,7 @@
 #include "block_format.hpp"
 #include "matrix_view.hpp"
 #include "quantize_params.hpp"
-#include "quantized_view.hpp"
+#include "quantized_shape.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -257,11 +257,16 @@ load_code(const std::uint8_t* row, std::size_t c) noexcept {
     return row[c];
 }
 
-/// The decoded value of a code in a block with scale value S_b: (q · S_b) · s_dec.
+/// The decoded value of a code in a block with scale value S_b: (q · S_b) · s_dec, and the quiet
+/// NaN 0x7FC00000 whenever that is NaN (a NaN scale or element): IEEE leaves a NaN's sign and
+/// payload to the implementation, and compilers rewrite -(a · b) freely, so the one NaN makes
+/// every path give the same bits.
 template <class BlockFormat>
 BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE BLOCKSCALE_BIT_CAST_CONSTEXPR float
 decode_value(std::uint8_t code, float scale, float s_dec) noexcept {
-  return static_cast<float>(BlockFormat::element_type::from_bits(code)) * scale * s_dec;
+  const float value =
+      static_cast<float>(BlockFormat::element_type::from_bits(code)) * scale * s_dec;
+  return value == value ? value : detail::bit_cast<float>(0x7FC00000u);
 }
 
 // ---- reading the input --------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 
 #include "../config.hpp"
 #include "../numeric/rounding.hpp"
-#include "quantized_view.hpp"
+#include "quantized_shape.hpp"
 #include "scale_rule.hpp"
 
 namespace blockscale {

@@ -21,30 +21,13 @@
 #include <type_traits>
 
 #include "../config.hpp"
-#include "../numeric/packed.hpp"
 #include "block_format.hpp"
-#include "hadamard.hpp"
+#include "codec.hpp"
+#include "quantized_shape.hpp"
 #include "scale_layout.hpp"
 
 namespace blockscale {
 inline namespace v0 {
-
-/// How a block spans the matrix.
-enum class block_shape {
-  rowwise, ///< 1×B along each row (the reduction dimension)
-  tile,    ///< B×B tiles with one scale (transposition-invariant weights)
-};
-
-/// Everything about a quantized matrix but its bytes and its decode scale.
-struct quantized_shape {
-  std::size_t rows = 0; ///< rows of the quantized matrix (the input's columns when columnwise)
-  std::size_t cols = 0; ///< columns, the reduction dimension K (the input's rows when columnwise)
-  block_shape blocks = block_shape::rowwise;
-  scale_layout layout = scale_layout::row_major;
-  bool columnwise = false; ///< holds the transpose of the matrix it was quantized from
-  bool hadamard = false;   ///< the values were Hadamard-transformed along K before quantizing
-  hadamard16 transform = hadamard16::te_default(); ///< the transform's signs (when `hadamard`)
-};
 
 /// Bytes of storage a quantized matrix needs.
 struct quantized_storage {
@@ -198,10 +181,7 @@ public:
   /// The code of element (r, c), c < padded_cols().
   BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t element_code(std::size_t r,
                                                              std::size_t c) const noexcept {
-    if constexpr (BlockFormat::element_bits == 4)
-      return nibble_at(row(r), c);
-    else
-      return row(r)[c];
+    return codec::load_code<BlockFormat>(row(r), c);
   }
   /// Element (r, c), c < padded_cols().
   BLOCKSCALE_HOST_DEVICE constexpr element_type element(std::size_t r,
@@ -216,8 +196,8 @@ public:
   /// The decoded value of element (r, c): (element · block scale) · s_dec.
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float value(std::size_t r,
                                                                    std::size_t c) const noexcept {
-    return static_cast<float>(element(r, c)) * static_cast<float>(block_scale(r, c)) *
-           decode_scale();
+    return codec::decode_value<BlockFormat>(element_code(r, c),
+                                            static_cast<float>(block_scale(r, c)), decode_scale());
   }
 
 private:
@@ -226,6 +206,21 @@ private:
   decode_scale_type* decode_scale_ = nullptr;
   quantized_shape shape_{};
 };
+
+/// Writes zero scales into the padding of the tensor-core layout (rows up to a multiple of 128,
+/// blocks up to a multiple of 4), which the layout defines as zero; nothing for row-major. The
+/// quantizers call it, so the padding never keeps what caller memory held before.
+template <class BlockFormat>
+BLOCKSCALE_HOST_DEVICE void
+clear_scale_padding(const basic_quantized_view<BlockFormat, std::uint8_t>& view) noexcept {
+  if (view.layout() != scale_layout::tensor_core)
+    return;
+  const std::size_t rows = view.rows(), blocks = view.blocks_per_row();
+  const std::size_t padded_rows = (rows + 127) / 128 * 128, padded_blocks = (blocks + 3) / 4 * 4;
+  for (std::size_t r = 0; r < padded_rows; ++r)
+    for (std::size_t kb = r < rows ? blocks : 0; kb < padded_blocks; ++kb)
+      view.scales()[tensor_core_scale_offset(r, kb, blocks)] = 0;
+}
 
 /// A view to quantize into.
 template <class BlockFormat>

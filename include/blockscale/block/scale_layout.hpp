@@ -1,8 +1,9 @@
-/// \file scale_layout.hpp
+/// \file block/scale_layout.hpp
 /// Where the block scale of (row m, block kb) lives in memory. Row-major: m · blocks + kb. The
 /// tensor-core layout of cuBLASLt (VEC16_UE4M3 / VEC32_UE8M0) and CUTLASS's Sm1xx block-scaled
 /// config pads rows to a multiple of 128 and blocks to a multiple of 4 (with zero scales) and
-/// stores each 128×4 tile as 512 consecutive bytes (REFERENCE.md §3):
+/// stores each 128×4 tile as 512 consecutive bytes (check values in the nvmath-python
+/// documentation):
 ///
 ///     tile   = (m / 128) · ceil(blocks / 4) + kb / 4
 ///     offset = tile · 512 + (m % 32) · 16 + ((m % 128) / 32) · 4 + kb % 4

@@ -25,21 +25,27 @@
 namespace blockscale {
 inline namespace v0 {
 
-/// s_enc from a measured amax, in Transformer Engine's FP32 order: min(numerator / amax, FLT_MAX),
+/// s_enc from a measured amax, as Transformer Engine computes it: min(numerator / amax, FLT_MAX),
 /// and 1 when that is 0 (amax = Inf). A NaN amax gives 1 as well (NaN blocks still get NaN scales).
-BLOCKSCALE_HOST_DEVICE inline float encode_scale_from_amax(float numerator, float amax) noexcept {
-  const float s = numerator / amax;
+/// The quotient is formed in double and rounded to float once, which gives the correctly rounded
+/// float quotient — TE's FP32 division, bit for bit, wherever the numerator is a float (rounding
+/// a double quotient of float operands to float is innocuous: 53 >= 2 · 24 + 2, Figueroa 1995) —
+/// and stays exact for numerators beyond float's range (6 · 2^127 for UE8M0 scales).
+BLOCKSCALE_HOST_DEVICE inline float encode_scale_from_amax(double numerator, float amax) noexcept {
+  const double s = numerator / static_cast<double>(amax);
   if (!(s == s))
     return 1.0f;
-  const float capped = s < FLT_MAX ? s : FLT_MAX;
+  const float capped = s < static_cast<double>(FLT_MAX) ? static_cast<float>(s) : FLT_MAX;
   return capped == 0.0f ? 1.0f : capped;
 }
 
-/// E_max · S_max · 2^-headroom for a block format: the numerator of s_enc (exact).
+/// E_max · S_max · 2^-headroom for a block format: the numerator of s_enc, exact (in double: for
+/// UE8M0 scales the product exceeds float's range before the headroom brings it back).
 template <class BlockFormat>
-BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR double
 tensor_scale_numerator(int headroom_binades) noexcept {
-  return BlockFormat::element_max() * BlockFormat::scale_max() * detail::exp2i(-headroom_binades);
+  return static_cast<double>(BlockFormat::element_max()) *
+         static_cast<double>(BlockFormat::scale_max()) * detail::exp2_double(-headroom_binades);
 }
 
 /// No tensor scale: s_enc = 1 (MXFP4).
@@ -59,7 +65,7 @@ struct no_tensor_scale {
 
 /// Measure amax_t on every call (the NVFP4 way: an extra pass over the data).
 struct current_tensor_scale {
-  float numerator = 6.0f * 448.0f; ///< E_max · S_max · 2^-headroom; use make<BlockFormat>()
+  double numerator = 6.0 * 448.0; ///< E_max · S_max · 2^-headroom; use make<BlockFormat>()
   float scale = 1.0f;
   std::uint64_t calls = 0;
 
@@ -85,7 +91,7 @@ struct current_tensor_scale {
 /// puts the largest block at 448).
 struct periodic_tensor_scale {
   std::uint32_t interval = 100;
-  float numerator = 6.0f * 448.0f; ///< E_max · S_max · 2^-headroom; use make<BlockFormat>()
+  double numerator = 6.0 * 448.0; ///< E_max · S_max · 2^-headroom; use make<BlockFormat>()
   float scale = 1.0f;
   std::uint64_t calls = 0;
   std::uint64_t measurements = 0;
@@ -129,7 +135,7 @@ struct periodic_tensor_scale {
 struct delayed_tensor_scale {
   static constexpr int capacity = 1024; ///< longest history (TE's default amax_history_len)
   std::uint32_t history = 16;
-  float numerator = 6.0f * 448.0f; ///< E_max · S_max · 2^-margin; use make<BlockFormat>()
+  double numerator = 6.0 * 448.0; ///< E_max · S_max · 2^-margin; use make<BlockFormat>()
   float scale = 1.0f;
   float pending_amax = 0.0f;
   std::uint64_t calls = 0;

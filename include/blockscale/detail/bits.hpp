@@ -65,6 +65,16 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR float exp2i(int exponent) n
   return bit_cast<float>(bits);
 }
 
+/// 2^exponent as a double for any int exponent: exact, 0 or Inf beyond double's range.
+BLOCKSCALE_HOST_DEVICE constexpr double exp2_double(int exponent) noexcept {
+  double result = 1.0, factor = exponent < 0 ? 0.5 : 2.0;
+  unsigned n =
+      exponent < 0 ? 0u - static_cast<unsigned>(exponent) : static_cast<unsigned>(exponent);
+  for (; n != 0; n >>= 1, factor *= factor) // products of powers of two: exact until they leave
+    result = (n & 1u) != 0 ? result * factor : result;
+  return result;
+}
+
 } // namespace detail
 } // namespace v0
 } // namespace blockscale

@@ -1,7 +1,7 @@
 /// \file host/gemm_reference.hpp
 /// The exact host GEMM on block-scaled operands, C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C
 /// ("TN": both operands quantized along K, as cuBLASLt for FP4). It is the oracle for every other
-/// GEMM in the project (DESIGN §9).
+/// GEMM in the project.
 ///
 /// Operands. A quantized operand's rows are M (or N) and its columns are K: quantize the
 /// activation X[M×K] rowwise and the weight W[N×K] rowwise; a columnwise-quantized matrix already

@@ -85,6 +85,7 @@ template <class BlockFormat, class T>
 quantize_stats quantize_one(matrix_view<const T> x, quantized_view<BlockFormat> out,
                             const quantize_params& params, unsigned threads, thread_pool* pool) {
   *out.decode_scale_data() = params.decode_scale;
+  clear_scale_padding(out);
   if (params.shape.rows == 0 || params.shape.cols == 0)
     return {}; // nothing to read: x.data() may be null
   quantize_stats total;
@@ -208,6 +209,17 @@ struct is_tensor_scale_policy<P, std::void_t<decltype(std::declval<const P&>().n
 template <class P>
 using enable_if_policy = std::enable_if_t<is_tensor_scale_policy<std::remove_cv_t<P>>::value, int>;
 
+/// The checks a policy step makes before it touches the policy: `out` must be what quantizing x
+/// with `options` gives (whatever encode scale the policy will choose), so that a bad argument
+/// leaves the policy as it was.
+template <class BlockFormat, class T>
+void check_policy_output(const char* name, matrix_view<T> x, const quantized_shape& out,
+                         quantize_options options) {
+  options.encode_scale = 1.0f;
+  check_output<BlockFormat>("quantize_into", name, out,
+                            make_quantize_params<BlockFormat>(x.rows(), x.cols(), options));
+}
+
 /// Passes a measured amax through the caller's hook and checks what comes back: a negative amax,
 /// or NaN from a non-NaN measurement, is the hook's fault and is reported as such.
 template <class Hook>
@@ -277,6 +289,7 @@ quantized_matrix<BlockFormat> quantize_reference(matrix_view<T> x,
 /// Both directions of `x` from one read: `rowwise` as quantizing with `rowwise_options` gives
 /// (which must not be columnwise) and `columnwise` as `columnwise_options` gives (which must be).
 /// The two may differ in format, rounding, rule, encode scale, shape, layout and transform.
+/// Without a pool, rowwise_options.threads says how many threads run.
 template <class RowFormat, class ColumnFormat, class T>
 quantize_pair_stats
 quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
@@ -300,6 +313,8 @@ quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
   } else {
     *rowwise.decode_scale_data() = row_params.decode_scale;
     *columnwise.decode_scale_data() = column_params.decode_scale;
+    clear_scale_padding(rowwise);
+    clear_scale_padding(columnwise);
     quantize_pair_stats total;
     if (input.empty())
       return total;

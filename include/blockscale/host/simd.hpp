@@ -41,19 +41,27 @@ void row_block_amax(const float* row, std::size_t blocks, std::uint32_t* amax) n
     amax[kb] = codec::block_amax_bits(row + kb * B, static_cast<int>(B));
 }
 
-/// Encodes `blocks` blocks of a row, block kb with the scale code codes[kb] (its factor and keep
-/// from `table`), nearest-even, and stores them at `out`.
-template <class BlockFormat, class Table>
-void encode_row_nearest(const float* row, std::size_t blocks, const std::uint8_t* codes,
-                        const Table& table, std::uint8_t* out) noexcept {
+/// The element loop of a row: block kb with the scale code codes[kb] (its factor and keep from
+/// `table`), element j of the row rounded with the tag rounding_of(kb) gives for it, stored at
+/// `out`.
+template <class BlockFormat, class Table, class RoundingOf>
+void encode_row(const float* row, std::size_t blocks, const std::uint8_t* codes, const Table& table,
+                std::uint8_t* out, RoundingOf rounding_of) noexcept {
   constexpr std::size_t b = BlockFormat::block_size;
   std::uint8_t element_codes[b];
   for (std::size_t kb = 0; kb < blocks; ++kb) {
     codec::encode_block<BlockFormat>(row + kb * b, table.factor[codes[kb]],
-                                     table.keep[codes[kb]] != 0,
-                                     codec::same_rounding<round_nearest_even>{{}}, element_codes);
+                                     table.keep[codes[kb]] != 0, rounding_of(kb), element_codes);
     codec::store_block<BlockFormat>(element_codes, out + codec::element_bytes<BlockFormat>(kb * b));
   }
+}
+
+/// Encodes `blocks` blocks of a row nearest-even and stores them at `out`.
+template <class BlockFormat, class Table>
+void encode_row_nearest(const float* row, std::size_t blocks, const std::uint8_t* codes,
+                        const Table& table, std::uint8_t* out) noexcept {
+  encode_row<BlockFormat>(row, blocks, codes, table, out,
+                          [](std::size_t) { return codec::same_rounding<round_nearest_even>{{}}; });
 }
 
 /// As encode_row_nearest, rounding element j of the row stochastically with random[j].
@@ -61,14 +69,9 @@ template <class BlockFormat, class Table>
 void encode_row_stochastic(const float* row, std::size_t blocks, const std::uint8_t* codes,
                            const Table& table, const std::uint32_t* random,
                            std::uint8_t* out) noexcept {
-  constexpr std::size_t b = BlockFormat::block_size;
-  std::uint8_t element_codes[b];
-  for (std::size_t kb = 0; kb < blocks; ++kb) {
-    codec::encode_block<BlockFormat>(
-        row + kb * b, table.factor[codes[kb]], table.keep[codes[kb]] != 0,
-        codec::stochastic_rounding_from{random + kb * b}, element_codes);
-    codec::store_block<BlockFormat>(element_codes, out + codec::element_bytes<BlockFormat>(kb * b));
-  }
+  encode_row<BlockFormat>(row, blocks, codes, table, out, [random](std::size_t kb) {
+    return codec::stochastic_rounding_from{random + kb * BlockFormat::block_size};
+  });
 }
 
 /// Decodes `count` elements of a row starting at a block boundary: element j from the packed
@@ -118,10 +121,11 @@ inline void transpose_tile(const float* tile, std::size_t ld, std::size_t rows, 
 } // namespace detail
 } // namespace v0
 } // namespace blockscale
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
-// reports once they are inlined at -O2 and above (GCC bug 105593): a false positive.
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized and
+// -Wmaybe-uninitialized report once they are inlined (GCC bug 105593): false positives.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
@@ -236,42 +240,40 @@ constexpr bool e2m1_blocks =
     std::is_same<typename BlockFormat::element_type, e2m1>::value&& BlockFormat::block_size % 16 ==
     0;
 
+/// The element loop of a row: f_b and keep from the block's scale code, x · f_b on 16 lanes,
+/// `encode(y, j)` for the lanes starting at element j of the row, then packing.
+template <class BlockFormat, class Table, class Encode>
+void encode_row(const float* row, std::size_t blocks, const std::uint8_t* codes, const Table& table,
+                std::uint8_t* out, Encode encode) noexcept {
+  constexpr std::size_t b = BlockFormat::block_size;
+  for (std::size_t kb = 0; kb < blocks; ++kb) {
+    const __m512 factor = _mm512_set1_ps(table.factor[codes[kb]]);
+    const std::uint8_t keep = table.keep[codes[kb]];
+    for (std::size_t j = kb * b; j < (kb + 1) * b; j += 16)
+      store_nibbles(encode(_mm512_mul_ps(_mm512_loadu_ps(row + j), factor), j), keep, out + j / 2);
+  }
+}
+
 template <class BlockFormat, class Table>
 void encode_row_nearest(const float* row, std::size_t blocks, const std::uint8_t* codes,
                         const Table& table, std::uint8_t* out) noexcept {
-  if constexpr (e2m1_blocks<BlockFormat>) {
-    constexpr std::size_t b = BlockFormat::block_size;
-    for (std::size_t kb = 0; kb < blocks; ++kb) {
-      const __m512 factor = _mm512_set1_ps(table.factor[codes[kb]]);
-      const std::uint8_t keep = table.keep[codes[kb]];
-      for (std::size_t j = 0; j < b; j += 16) {
-        const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(row + kb * b + j), factor);
-        store_nibbles(e2m1_nearest_even(y), keep, out + (kb * b + j) / 2);
-      }
-    }
-  } else {
+  if constexpr (e2m1_blocks<BlockFormat>)
+    encode_row<BlockFormat>(row, blocks, codes, table, out,
+                            [](__m512 y, std::size_t) { return e2m1_nearest_even(y); });
+  else
     portable::encode_row_nearest<BlockFormat>(row, blocks, codes, table, out);
-  }
 }
 
 template <class BlockFormat, class Table>
 void encode_row_stochastic(const float* row, std::size_t blocks, const std::uint8_t* codes,
                            const Table& table, const std::uint32_t* random,
                            std::uint8_t* out) noexcept {
-  if constexpr (e2m1_blocks<BlockFormat>) {
-    constexpr std::size_t b = BlockFormat::block_size;
-    for (std::size_t kb = 0; kb < blocks; ++kb) {
-      const __m512 factor = _mm512_set1_ps(table.factor[codes[kb]]);
-      const std::uint8_t keep = table.keep[codes[kb]];
-      for (std::size_t j = 0; j < b; j += 16) {
-        const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(row + kb * b + j), factor);
-        const __m512i bits = _mm512_loadu_si512(random + kb * b + j);
-        store_nibbles(e2m1_stochastic(y, bits), keep, out + (kb * b + j) / 2);
-      }
-    }
-  } else {
+  if constexpr (e2m1_blocks<BlockFormat>)
+    encode_row<BlockFormat>(row, blocks, codes, table, out, [random](__m512 y, std::size_t j) {
+      return e2m1_stochastic(y, _mm512_loadu_si512(random + j));
+    });
+  else
     portable::encode_row_stochastic<BlockFormat>(row, blocks, codes, table, random, out);
-  }
 }
 
 /// Transposes a 16 × 16 block: out[c · out_ld + k] = in[k · in_ld + c].

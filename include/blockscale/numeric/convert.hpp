@@ -1,7 +1,7 @@
-/// \file convert.hpp
+/// \file numeric/convert.hpp
 /// `convert<To>(x, rounding, overflow)`: the conversion from float or double to any minifloat,
 /// under every rounding mode of rounding.hpp and both overflow policies. One implementation
-/// (detail/encode.hpp) serves every format and mode, on the host and the device.
+/// (numeric/encode.hpp) serves every format and mode, on the host and the device.
 #pragma once
 
 #include <cstddef>

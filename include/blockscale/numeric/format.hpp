@@ -1,4 +1,4 @@
-/// \file format.hpp
+/// \file numeric/format.hpp
 /// Format descriptors: the bit layout of each small floating-point encoding, and the properties
 /// derived from it. Sources: OCP Microscaling Formats (MX) v1.0, OCP 8-bit Floating Point (OFP8)
 /// v1.0, PTX ISA (`ue5m3`, `ue8m0`); see docs/formats.md for the generated value tables.

@@ -1,4 +1,4 @@
-/// \file half.hpp
+/// \file numeric/half.hpp
 /// `bfloat16` and `float16`: 16-bit floating-point storage types for the host and the device, with
 /// exact widening to float and round-to-nearest-even narrowing from float and double. They carry
 /// no arithmetic: they exist to hold matrix inputs and outputs and .npy data (io/npy.hpp).

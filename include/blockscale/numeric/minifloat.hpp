@@ -1,4 +1,4 @@
-/// \file minifloat.hpp
+/// \file numeric/minifloat.hpp
 /// `minifloat<Format>`: a one-byte value type for any format descriptor, and the aliases of the
 /// formats this library is about (`e2m1`, `e4m3`, `e5m2`, `ue4m3`, `ue5m3`, `ue5m3_ieee`, `ue8m0`,
 /// `e2m3`, `e3m2`).
@@ -179,9 +179,14 @@ constexpr decimal_limits make_decimal_limits(int digits, double min_normal, doub
   const double high = 1.0 + digits * log10_2;
   const int high_floor = static_cast<int>(high);
   const int min_floor = floor_log10(min_normal);
-  // 10^floor equals min_normal only for a power of ten, which no binary format's minimum is.
-  return {static_cast<int>(low), high_floor + (high > high_floor ? 1 : 0), min_floor + 1,
-          floor_log10(max)};
+  // ceil(log10(min_normal)): the floor, plus one unless min_normal is a power of ten (only 10^n
+  // with n >= 0 can be a binary value, and those are exact doubles up to 10^22).
+  double power = 1.0;
+  for (int i = 0; i < min_floor; ++i)
+    power *= 10.0;
+  const bool power_of_ten = min_floor >= 0 && power == min_normal;
+  return {static_cast<int>(low), high_floor + (high > high_floor ? 1 : 0),
+          min_floor + (power_of_ten ? 0 : 1), floor_log10(max)};
 }
 /// The code of 2^k, which must lie within the format's range.
 template <class Format>

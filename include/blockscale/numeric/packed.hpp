@@ -1,4 +1,4 @@
-/// \file packed.hpp
+/// \file numeric/packed.hpp
 /// Packed 4-bit codes: the nibble order of packed FP4 storage (`nibble_at`, `pack_nibble_pair`,
 /// `pack_nibbles`), and E2M1 vectors of 2, 8 or 16 values in one unsigned integer, element i in
 /// bits [4i, 4i+4) (on a little-endian machine the same order as the bytes: element 0 is the low

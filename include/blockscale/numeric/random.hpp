@@ -1,4 +1,4 @@
-/// \file random.hpp
+/// \file numeric/random.hpp
 /// Counter-based random bits for stochastic rounding: Philox4x32-10 (J. K. Salmon, M. A. Moraes,
 /// R. O. Dror, D. E. Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC'11; reference code in
 /// Random123, https://github.com/DEShawResearch/random123, include/Random123/philox.h). A pure

@@ -1,4 +1,4 @@
-/// \file rounding.hpp
+/// \file numeric/rounding.hpp
 /// Rounding and overflow tags for `convert`. A rounding tag decides, from the part of a value
 /// that does not fit the target, whether the kept magnitude moves one unit away from zero. Users
 /// can add their own tag with the same two members.
