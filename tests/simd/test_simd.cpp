@@ -156,6 +156,31 @@ TEST_CASE("block amax bodies agree", "[simd]") {
   }
 }
 
+TEST_CASE("random-bit fill bodies agree, across block-index carries", "[simd]") {
+  splitmix64 rng{15};
+  // Block indices whose low word wraps inside a run of 16 blocks, and ordinary ones.
+  const std::uint64_t starts[] = {0,
+                                  1,
+                                  3,
+                                  4 * 0xFFFFFFF8ull,
+                                  4 * 0xFFFFFFF8ull + 2,
+                                  4 * 0x1FFFFFFF0ull + 1,
+                                  rng.next() >> 3,
+                                  rng.next() >> 3};
+  for (std::uint64_t first : starts)
+    for (std::size_t count : {0u, 1u, 3u, 63u, 64u, 65u, 67u, 200u, 1000u}) {
+      const std::uint64_t seed = rng.next(), offset = rng.next();
+      std::vector<std::uint32_t> portable(count + 1, 0xAAAAAAAAu), simd(count + 1, 0x55555555u);
+      portable[count] = simd[count] = 7; // the word after the run must stay untouched
+      detail::portable::fill_random_bits(seed, offset, first, count, portable.data());
+      detail::simd::fill_random_bits(seed, offset, first, count, simd.data());
+      INFO("first " << first << " count " << count);
+      CHECK(portable == simd);
+      if (count != 0)
+        CHECK(simd[count - 1] == random_bits(seed, offset, first + count - 1));
+    }
+}
+
 TEST_CASE("element encode bodies agree, nearest-even and stochastic", "[simd]") {
   compare_encode_bodies<nvfp4>(10);
   compare_encode_bodies<ue5m3_fp4>(11);

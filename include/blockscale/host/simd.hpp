@@ -16,6 +16,7 @@
 #include "../config.hpp"
 #include "../numeric/half.hpp"
 #include "../numeric/minifloat.hpp"
+#include "../numeric/random.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -32,6 +33,12 @@ inline std::uint32_t amax_bits(const float* values, std::size_t count) noexcept 
   for (std::size_t i = 0; i < count; ++i)
     acc = codec::amax_bits(acc, values[i]);
   return acc;
+}
+
+/// The stochastic-rounding words of `count` consecutive elements (numeric/random.hpp).
+inline void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t first,
+                             std::size_t count, std::uint32_t* out) noexcept {
+  blockscale::fill_random_bits(seed, offset, first, count, out);
 }
 
 /// amax patterns (codec::amax_bits) of `blocks` consecutive blocks of B values.
@@ -224,6 +231,77 @@ inline __m512i e2m1_stochastic(__m512 y, __m512i bits) noexcept {
   return _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(0x7));
 }
 
+/// The high and low 32 bits of the 16 products a · m (Random123's mulhilo on 16 lanes): the
+/// even lanes' 64-bit products from one multiply, the odd lanes' from another.
+inline void multiply_high_low(__m512i a, __m512i m, __m512i& high, __m512i& low) noexcept {
+  const __m512i even = _mm512_mul_epu32(a, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  high = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  low = _mm512_mullo_epi32(a, m);
+}
+
+/// Philox4x32-10 on 16 consecutive blocks at once (structure of arrays), the words written in
+/// stream order: the same generator as philox4x32_10::generate, block for block.
+inline void philox_16_blocks(std::uint64_t first_block, std::uint64_t offset, uint2x32 key,
+                             std::uint32_t* out) noexcept {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i base = _mm512_set1_epi32(static_cast<int>(detail::low_word(first_block)));
+  __m512i c0 = _mm512_add_epi32(base, lane);
+  // The block index's high word, plus the carry out of the low word.
+  const __mmask16 carry = _mm512_cmp_epu32_mask(c0, base, _MM_CMPINT_LT);
+  __m512i c1 = _mm512_mask_add_epi32(
+      _mm512_set1_epi32(static_cast<int>(detail::high_word(first_block))), carry,
+      _mm512_set1_epi32(static_cast<int>(detail::high_word(first_block))), _mm512_set1_epi32(1));
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(detail::low_word(offset)));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int>(detail::high_word(offset)));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(philox4x32_10::multiplier0));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(philox4x32_10::multiplier1));
+  std::uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < philox4x32_10::rounds; ++round) {
+    __m512i high0, low0, high1, low1;
+    multiply_high_low(c0, m0, high0, low0);
+    multiply_high_low(c2, m1, high1, low1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(high1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c1 = low1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(high0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c3 = low0;
+    k0 += philox4x32_10::weyl0;
+    k1 += philox4x32_10::weyl1;
+  }
+  // Structure of arrays to stream order: words (w0, w1, w2, w3) of block n at out[4n..4n+3].
+  const __m512i a = _mm512_unpacklo_epi32(c0, c1), b = _mm512_unpacklo_epi32(c2, c3);
+  const __m512i c = _mm512_unpackhi_epi32(c0, c1), d = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i v0 = _mm512_unpacklo_epi64(a, b); // blocks 0, 4, 8, 12 (one per 128-bit lane)
+  const __m512i v1 = _mm512_unpackhi_epi64(a, b); // blocks 1, 5, 9, 13
+  const __m512i v2 = _mm512_unpacklo_epi64(c, d); // blocks 2, 6, 10, 14
+  const __m512i v3 = _mm512_unpackhi_epi64(c, d); // blocks 3, 7, 11, 15
+  const __m512i v01_even = _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)); // 0 8 1 9
+  const __m512i v01_odd = _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1));  // 4 12 5 13
+  const __m512i v23_even = _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(2, 0, 2, 0)); // 2 10 3 11
+  const __m512i v23_odd = _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(3, 1, 3, 1));  // 6 14 7 15
+  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(v01_even, v23_even, _MM_SHUFFLE(2, 0, 2, 0)));
+  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(v01_odd, v23_odd, _MM_SHUFFLE(2, 0, 2, 0)));
+  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(v01_even, v23_even, _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(v01_odd, v23_odd, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/// fill_random_bits with whole runs of 16 blocks on 16 lanes, the rest by the portable loop.
+inline void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t first,
+                             std::size_t count, std::uint32_t* out) noexcept {
+  std::size_t i = 0;
+  const std::size_t lead = static_cast<std::size_t>((4 - first % 4) % 4);
+  if (count <= lead + 64) {
+    portable::fill_random_bits(seed, offset, first, count, out);
+    return;
+  }
+  portable::fill_random_bits(seed, offset, first, lead, out);
+  i = lead;
+  const uint2x32 key = detail::philox_key(seed);
+  for (; i + 64 <= count; i += 64)
+    philox_16_blocks((first + i) / 4, offset, key, out + i);
+  portable::fill_random_bits(seed, offset, first + i, count - i, out + i);
+}
+
 /// Packs 16 codes (int32 lanes, each below 16) into 8 bytes, the even element in the low nibble,
 /// masked by `keep` (0xFF or 0x00).
 inline void store_nibbles(__m512i codes, std::uint8_t keep, std::uint8_t* out) noexcept {
@@ -383,6 +461,7 @@ using avx512::amax_bits;
 using avx512::dequantize_row;
 using avx512::encode_row_nearest;
 using avx512::encode_row_stochastic;
+using avx512::fill_random_bits;
 using avx512::row_block_amax;
 using avx512::transpose_tile;
 #else
@@ -390,6 +469,7 @@ using portable::amax_bits;
 using portable::dequantize_row;
 using portable::encode_row_nearest;
 using portable::encode_row_stochastic;
+using portable::fill_random_bits;
 using portable::row_block_amax;
 using portable::transpose_tile;
 #endif
