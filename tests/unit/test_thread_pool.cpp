@@ -18,6 +18,23 @@
 #include <vector>
 
 #include "catch.hpp"
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLOCKSCALE_TEST_HAS_ASAN 1
+#endif
+#endif
+#if !defined(BLOCKSCALE_TEST_HAS_ASAN)
+#define BLOCKSCALE_TEST_HAS_ASAN 0
+#endif
 #include "quantized_bytes.hpp"
 #include "splitmix64.hpp"
 
@@ -323,3 +340,39 @@ TEST_CASE("two-output quantize_into and dequantize on pools match one thread", "
     CHECK(std::memcmp(d1.data(), dp.data(), d1.size() * sizeof(float)) == 0);
   }
 }
+
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !BLOCKSCALE_TEST_HAS_ASAN
+TEST_CASE("a thread the system refuses to start is an exception, never std::terminate",
+          "[thread_pool]") {
+  // In a child process whose address space is capped a few MiB above what it uses, a thread
+  // stack (8 MiB by default) cannot be mapped: the pool must throw and join what it started.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    long pages = 0;
+    if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(statm, "%ld", &pages) != 1)
+        pages = 0;
+      std::fclose(statm);
+    }
+    const auto used = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+    const rlimit cap{used + (4u << 20), used + (4u << 20)};
+    int code = 3;
+    if (pages > 0 && setrlimit(RLIMIT_AS, &cap) == 0) {
+      try {
+        thread_pool pool(8);
+        code = 1; // started every thread: the cap did not bite
+      } catch (const std::runtime_error& error) {
+        code = std::strstr(error.what(), "could not start thread") != nullptr ? 0 : 2;
+      } catch (...) {
+        code = 4;
+      }
+    }
+    std::_Exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif

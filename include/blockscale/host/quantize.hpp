@@ -148,11 +148,10 @@ float tensor_amax(matrix_view<const T> x, const quantized_shape& shape, unsigned
       for (std::size_t r = begin; r < end; ++r) {
         for (std::size_t c0 = 0; c0 < x.cols(); c0 += chunk) {
           const std::size_t valid = std::min(chunk, x.cols() - c0);
-          const float* values = scratch;
+          const float* values = shape.hadamard ? nullptr : float_input(x, r, c0);
           std::size_t count = valid;
-          if (std::is_same<std::remove_const_t<T>, float>::value && !shape.hadamard) {
-            values = reinterpret_cast<const float*>(x.row(r) + c0);
-          } else {
+          if (values == nullptr) {
+            values = scratch;
             load_values(x.row(r) + c0, valid, scratch);
             if (shape.hadamard) {
               count = (valid + hadamard16::size - 1) / hadamard16::size * hadamard16::size;

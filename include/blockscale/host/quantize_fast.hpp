@@ -45,15 +45,6 @@ static_assert(column_tile.rows * column_tile.cols <= panel_capacity &&
                   pair_tile.rows * pair_tile.cols <= panel_capacity,
               "a tile must fit a panel");
 
-/// Asks for the cache line at `address` ahead of its use (nothing where the compiler has no hint).
-inline void prefetch(const void* address) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(address, 0, 3);
-#else
-  (void)address;
-#endif
-}
-
 /// f_b and whether elements are kept, for every scale code: computed once per call with the
 /// codec's encode_factor and keeps_elements, so that the panels need no division.
 struct factor_table {
@@ -153,6 +144,15 @@ void quantize_panel(const panel& p, const fast_output<BlockFormat>& job, quantiz
   }
 }
 
+/// The input from (r, c) on when it is float already, to be read in place; null otherwise.
+template <class T>
+const float* float_input(matrix_view<const T> x, std::size_t r, std::size_t c) noexcept {
+  if constexpr (std::is_same<std::remove_const_t<T>, float>::value)
+    return x.row(r) + c;
+  else
+    return nullptr;
+}
+
 /// Converts `count` input values to float.
 template <class T>
 void load_values(const T* in, std::size_t count, float* out) noexcept {
@@ -189,11 +189,10 @@ const float* load_tile(matrix_view<const T> x, tile_shape shape, std::size_t i0,
   const std::size_t rows_here = std::min(shape.rows, x.rows() - i0);
   const std::size_t valid = x.cols() > j0 ? std::min(width, x.cols() - j0) : 0;
   prefetch_next_tile(x, shape, i0, j0);
-  if constexpr (std::is_same<std::remove_const_t<T>, float>::value) {
-    if (rows_here == shape.rows && valid == width) {
-      ld = x.ld();
-      return x.row(i0) + j0;
-    }
+  const float* in_place = float_input(x, i0, j0);
+  if (in_place != nullptr && rows_here == shape.rows && valid == width) {
+    ld = x.ld();
+    return in_place;
   }
   for (std::size_t i = 0; i < shape.rows; ++i) {
     float* row = scratch + i * shape.cols;
@@ -226,9 +225,9 @@ quantize_stats quantize_rows_fast(matrix_view<const T> x, const fast_output<Bloc
       const std::size_t cols_here = std::min(width, padded - c0);
       const std::size_t valid = shape.cols > c0 ? std::min(cols_here, shape.cols - c0) : 0;
       panel p{scratch, cols_here, rows_here, cols_here, r0, c0};
-      if (std::is_same<std::remove_const_t<T>, float>::value && !shape.hadamard &&
-          valid == cols_here) {
-        p.data = reinterpret_cast<const float*>(x.row(r0) + c0);
+      const float* in_place = float_input(x, r0, c0);
+      if (in_place != nullptr && !shape.hadamard && valid == cols_here) {
+        p.data = in_place;
         p.ld = x.ld();
       } else {
         for (std::size_t i = 0; i < rows_here; ++i) {

@@ -24,6 +24,17 @@ namespace detail {
 
 struct factor_table;
 
+/// Asks for the cache line at `address` ahead of its use, for reading or (Write) for writing;
+/// nothing where the compiler has no hint.
+template <bool Write = false>
+inline void prefetch(const void* address) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address, Write ? 1 : 0, 3);
+#else
+  (void)address;
+#endif
+}
+
 /// The portable bodies: loops over the codec.
 namespace portable {
 
@@ -147,15 +158,6 @@ namespace avx512 {
 /// How far ahead of the amax pass (in floats) the input is prefetched.
 constexpr std::size_t prefetch_distance = 2048;
 
-/// Asks for the cache line at `address` for writing (nothing where the compiler has no hint).
-inline void prefetch_for_write(const void* address) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(address, 1, 3);
-#else
-  (void)address;
-#endif
-}
-
 /// The 16 amax patterns |x| of a vector, as codec::magnitude_bits.
 inline __m512i magnitudes(__m512 x) noexcept {
   return _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
@@ -167,7 +169,7 @@ void row_block_amax(const float* row, std::size_t blocks, std::uint32_t* amax) n
     for (std::size_t kb = 0; kb < blocks; ++kb) {
       // This pass is the first to touch the input: ask for the lines a few pages ahead, which
       // the hardware prefetcher, stopping at page boundaries, would fetch late.
-      _mm_prefetch(reinterpret_cast<const char*>(row + kb * B + prefetch_distance), _MM_HINT_T0);
+      prefetch(row + kb * B + prefetch_distance);
       __m512i m = magnitudes(_mm512_loadu_ps(row + kb * B));
       for (std::size_t j = 16; j < B; j += 16)
         m = _mm512_max_epu32(m, magnitudes(_mm512_loadu_ps(row + kb * B + j)));
@@ -444,7 +446,7 @@ void dequantize_row(const std::uint8_t* bytes, const float* scales, std::size_t 
         const __m512i index = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high));
         // The output is written, not read: ask for its lines ahead, for writing, so the
         // read-for-ownership of each line overlaps the work instead of stalling the store.
-        prefetch_for_write(out + c0 + j + prefetch_distance);
+        prefetch<true>(out + c0 + j + prefetch_distance);
         const __m512 value = _mm512_permutexvar_ps(index, table);
         if constexpr (std::is_same<T, float>::value)
           _mm512_storeu_ps(out + c0 + j, value);

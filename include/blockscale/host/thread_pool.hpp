@@ -185,14 +185,6 @@ void run_parallel(thread_pool* pool, unsigned threads, std::size_t items, const 
   temporary.run(items, body);
 }
 
-/// How many ranges run_parallel splits into (for per-range results).
-inline unsigned parallel_ranges(thread_pool* pool, unsigned threads, std::size_t items) {
-  if (pool != nullptr)
-    return pool->size();
-  const unsigned count = thread_pool::resolve(threads, "threads");
-  return count == 1 || items <= 1 ? 1u : static_cast<unsigned>(std::min<std::size_t>(count, items));
-}
-
 } // namespace detail
 } // namespace v0
 } // namespace blockscale
