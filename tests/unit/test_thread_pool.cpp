@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "same_stats.hpp"
 
 #if defined(__linux__)
 #include <sys/resource.h>
@@ -256,14 +257,6 @@ std::vector<float> test_data(std::size_t rows, std::size_t cols, std::uint64_t s
   return x;
 }
 
-void check_stats(const quantize_stats& a, const quantize_stats& b) {
-  CHECK(a.blocks == b.blocks);
-  CHECK(a.saturated_scales == b.saturated_scales);
-  CHECK(a.zero_scales == b.zero_scales);
-  CHECK(a.nan_scales == b.nan_scales);
-  CHECK(float_bits(a.amax) == float_bits(b.amax));
-}
-
 template <class F>
 void check_pools_match(const std::vector<float>& data, std::size_t rows, std::size_t cols) {
   const matrix_view<const float> x(data.data(), rows, cols);
@@ -289,18 +282,18 @@ void check_pools_match(const std::vector<float>& data, std::size_t rows, std::si
       const quantize_stats stats = quantize_into(x, q, o, pool);
       INFO("pool of " << pool->size());
       CHECK(q == single);
-      check_stats(stats, reference);
+      check_same_stats(stats, reference);
       CHECK(float_bits(measure_amax<F>(x, o, pool)) == float_bits(measure_amax<F>(x, o)));
     }
     // options.threads without a pool (a temporary pool for the call).
     quantize_options threaded = o;
     threaded.threads = 3;
     quantized_matrix<F> t(single.shape());
-    check_stats(quantize_into(x, t, threaded), reference);
+    check_same_stats(quantize_into(x, t, threaded), reference);
     CHECK(t == single);
     // bfloat16 input on a pool.
     quantized_matrix<F> b1(single.shape()), b3(single.shape());
-    check_stats(quantize_into(xb, b3, o, &three), quantize_into(xb, b1, o));
+    check_same_stats(quantize_into(xb, b3, o, &three), quantize_into(xb, b1, o));
     CHECK(b3 == b1);
   }
 }
@@ -332,8 +325,8 @@ TEST_CASE("two-output quantize_into and dequantize on pools match one thread", "
     const auto stats = quantize_into(x, r.view(), ro, c.view(), co, pool);
     CHECK(r == r1);
     CHECK(c == c1);
-    check_stats(stats.rowwise, reference.rowwise);
-    check_stats(stats.columnwise, reference.columnwise);
+    check_same_stats(stats.rowwise, reference.rowwise);
+    check_same_stats(stats.columnwise, reference.columnwise);
     std::vector<float> d1(rows * cols), dp(rows * cols);
     dequantize(r1, matrix_view<float>(d1.data(), rows, cols));
     dequantize(r1, matrix_view<float>(dp.data(), rows, cols), *pool);

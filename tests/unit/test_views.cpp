@@ -18,6 +18,7 @@
 
 #include "catch.hpp"
 #include "quantized_bytes.hpp"
+#include "same_stats.hpp"
 #include "splitmix64.hpp"
 
 using namespace blockscale;
@@ -105,14 +106,6 @@ void check_same_bytes(const caller_storage<F>& s, const quantized_matrix<F>& q) 
   CHECK(s.elements == element_bytes(q));
   CHECK(s.scales == scale_bytes(q));
   CHECK(float_bits(s.decode) == float_bits(q.decode_scale()));
-}
-
-void check_same_stats(const quantize_stats& a, const quantize_stats& b) {
-  CHECK(a.blocks == b.blocks);
-  CHECK(a.saturated_scales == b.saturated_scales);
-  CHECK(a.zero_scales == b.zero_scales);
-  CHECK(a.nan_scales == b.nan_scales);
-  CHECK(float_bits(a.amax) == float_bits(b.amax));
 }
 
 template <class F>

@@ -27,6 +27,18 @@ struct quantized_shape {
   bool columnwise = false; ///< holds the transpose of the matrix it was quantized from
   bool hadamard = false;   ///< the values were Hadamard-transformed along K before quantizing
   hadamard16 transform = hadamard16::te_default(); ///< the transform's signs (when `hadamard`)
+
+  /// Equal fields; the transform's signs count only when the transform is on.
+  friend BLOCKSCALE_HOST_DEVICE constexpr bool operator==(const quantized_shape& a,
+                                                          const quantized_shape& b) noexcept {
+    return a.rows == b.rows && a.cols == b.cols && a.blocks == b.blocks && a.layout == b.layout &&
+           a.columnwise == b.columnwise && a.hadamard == b.hadamard &&
+           (!a.hadamard || a.transform.sign_mask() == b.transform.sign_mask());
+  }
+  friend BLOCKSCALE_HOST_DEVICE constexpr bool operator!=(const quantized_shape& a,
+                                                          const quantized_shape& b) noexcept {
+    return !(a == b);
+  }
 };
 
 } // namespace v0

@@ -5,6 +5,7 @@
 /// is never exposed as a resizable container: a view can only ever describe the bytes it has.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -123,20 +124,12 @@ public:
 
   /// Equal shape, decode scale (bit for bit) and bytes; the statistics are not compared.
   friend bool operator==(const quantized_matrix& a, const quantized_matrix& b) noexcept {
-    const auto same = [](const std::uint8_t* x, const std::uint8_t* y, std::size_t n) {
-      for (std::size_t i = 0; i < n; ++i)
-        if (x[i] != y[i])
-          return false;
-      return true;
-    };
-    const quantized_shape &s = a.shape_, &t = b.shape_;
-    return s.rows == t.rows && s.cols == t.cols && s.blocks == t.blocks && s.layout == t.layout &&
-           s.columnwise == t.columnwise && s.hadamard == t.hadamard &&
-           a.hadamard_signs() == b.hadamard_signs() &&
+    return a.shape_ == b.shape_ &&
            detail::bit_cast<std::uint32_t>(a.decode_scale_) ==
                detail::bit_cast<std::uint32_t>(b.decode_scale_) &&
-           same(a.element_data(), b.element_data(), a.storage_.element_bytes) &&
-           same(a.scale_data(), b.scale_data(), a.storage_.scale_bytes);
+           std::equal(a.element_data(), a.element_data() + a.storage_.element_bytes,
+                      b.element_data()) &&
+           std::equal(a.scale_data(), a.scale_data() + a.storage_.scale_bytes, b.scale_data());
   }
   friend bool operator!=(const quantized_matrix& a, const quantized_matrix& b) noexcept {
     return !(a == b);

@@ -207,12 +207,7 @@ private:
     const quantized_shape shape =
         make_quantize_params<BlockFormat>(x.rows(), x.cols(), options).shape;
     auto* q = std::get_if<quantized_matrix<BlockFormat>>(&quantized_);
-    const auto same = [&](const quantized_shape& s) {
-      return s.rows == shape.rows && s.cols == shape.cols && s.blocks == shape.blocks &&
-             s.layout == shape.layout && s.columnwise == shape.columnwise &&
-             s.hadamard == shape.hadamard && s.transform.sign_mask() == shape.transform.sign_mask();
-    };
-    if (q == nullptr || !same(q->shape()))
+    if (q == nullptr || q->shape() != shape)
       q = &quantized_.emplace<quantized_matrix<BlockFormat>>(shape);
     return *q;
   }
