@@ -271,6 +271,16 @@ decode_value(std::uint8_t code, float scale, float s_dec) noexcept {
 
 // ---- reading the input --------------------------------------------------------------------------
 
+/// The B values of a block as they are quantized: Hadamard-transformed in 16-groups along K when
+/// the shape says so, unchanged otherwise. In place.
+template <class BlockFormat>
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void transform_block(const quantized_shape& shape,
+                                                                   float* values) noexcept {
+  if (shape.hadamard)
+    for (int g = 0; g < BlockFormat::block_size; g += hadamard16::size)
+      shape.transform.forward(values + g, values + g);
+}
+
 /// The values of row r, block kb of the matrix as it is quantized: the input's row r (or column r
 /// when columnwise), zeros past its end, Hadamard-transformed along the row when the shape says
 /// so. `out` receives B values.
@@ -284,9 +294,7 @@ BLOCKSCALE_HOST_DEVICE void gather_block(matrix_view<const T> x, const quantized
     out[j] = static_cast<float>(shape.columnwise ? x(c0 + j, r) : x(r, c0 + j));
   for (std::size_t j = valid; j < b; ++j)
     out[j] = 0.0f;
-  if (shape.hadamard)
-    for (std::size_t g = 0; g < b; g += hadamard16::size)
-      shape.transform.forward(out + g, out + g);
+  transform_block<BlockFormat>(shape, out);
 }
 
 } // namespace codec

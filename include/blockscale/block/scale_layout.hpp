@@ -43,5 +43,26 @@ scale_storage_size(scale_layout layout, std::size_t rows, std::size_t blocks) no
                                            : ((rows + 127) / 128 * 128) * ((blocks + 3) / 4 * 4);
 }
 
+/// Entries of the tensor-core layout's padding for `rows` × `blocks` scales: what lies beyond the
+/// matrix in its rows padded to 128 and blocks padded to 4 (all zero by the layout's definition).
+BLOCKSCALE_HOST_DEVICE constexpr std::size_t
+tensor_core_padding_count(std::size_t rows, std::size_t blocks) noexcept {
+  return scale_storage_size(scale_layout::tensor_core, rows, blocks) - rows * blocks;
+}
+
+/// Where padding entry `i` < tensor_core_padding_count(rows, blocks) lives: first the padded blocks
+/// of the matrix's rows, row by row, then the padded rows whole. Lets many threads clear the
+/// padding in parallel, each its own entries.
+BLOCKSCALE_HOST_DEVICE constexpr std::size_t
+tensor_core_padding_offset(std::size_t i, std::size_t rows, std::size_t blocks) noexcept {
+  const std::size_t padded_blocks = (blocks + 3) / 4 * 4;
+  const std::size_t extra = padded_blocks - blocks;
+  const std::size_t in_rows = rows * extra;
+  if (i < in_rows)
+    return tensor_core_scale_offset(i / extra, blocks + i % extra, blocks);
+  i -= in_rows;
+  return tensor_core_scale_offset(rows + i / padded_blocks, i % padded_blocks, blocks);
+}
+
 } // namespace v0
 } // namespace blockscale
