@@ -217,3 +217,345 @@ TEMPLATE_TEST_CASE("the quantize kernel equals quantize_into byte for byte", "[c
     check_format_and_type<TestType, float16>();
   }
 }
+
+TEST_CASE("a pair whose outputs round differently is two launches, still equal to the host",
+          "[cuda][emulation]") {
+  emulation::host_runner runner;
+  const shape_case s{70, 130, 131};
+  const std::vector<bfloat16> data = make_input<bfloat16>(s, 99, true);
+  quantize_options row;
+  row.rounding = element_rounding::stochastic;
+  row.seed = 5;
+  quantize_options column;
+  column.columnwise = true;
+  column.rule = scale_rule{6.0f, scale_rounding::up};
+  column.hadamard = true;
+  check_pair<ue5m3_fp4>(s, data, row, column, runner);
+  CHECK(runner.launches == 2);
+  runner.launches = 0;
+  column = row;
+  column.columnwise = true;
+  check_pair<ue5m3_fp4>(s, data, row, column, runner);
+  CHECK(runner.launches == 1);
+}
+
+namespace {
+
+template <class F, class T>
+void check_amax(const shape_case& s, const std::vector<T>& data, const quantize_options& options,
+                std::size_t persistent) {
+  emulation::host_runner runner;
+  runner.persistent = persistent;
+  const matrix_view<const T> x(data.data(), s.rows, s.cols, s.ld);
+  std::uint32_t bits = 0;
+  const bool tiles = !options.hadamard;
+  const std::size_t tile_rows = (s.rows + 15) / 16, tile_cols = (s.cols + 15) / 16;
+  std::vector<float> tile_amax(tile_rows * tile_cols, -1.0f);
+  REQUIRE(cuda::launch_amax(runner, x, &bits, options, tiles ? tile_amax.data() : nullptr).ok());
+  CHECK(bits == float_bits(measure_amax<F>(x, options)));
+  if (!tiles)
+    return;
+  for (std::size_t tr = 0; tr < tile_rows; ++tr)
+    for (std::size_t tc = 0; tc < tile_cols; ++tc) {
+      std::uint32_t want = 0;
+      for (std::size_t r = tr * 16; r < s.rows && r < tr * 16 + 16; ++r)
+        for (std::size_t c = tc * 16; c < s.cols && c < tc * 16 + 16; ++c)
+          want = codec::amax_bits(want, static_cast<float>(x(r, c)));
+      CHECK(float_bits(tile_amax[tr * tile_cols + tc]) == float_bits(codec::amax_value(want)));
+    }
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("the amax kernel equals measure_amax, and its tile amaxes the tiles'",
+                   "[cuda][emulation]", float, bfloat16, float16) {
+  std::uint64_t seed = 3;
+  for (const shape_case& s : shapes)
+    for (bool specials : {false, true})
+      for (bool columnwise : {false, true})
+        for (bool hadamard : {false, true})
+          for (std::size_t persistent : {1u, 2u, 7u}) {
+            INFO("shape " << s.rows << " x " << s.cols << ", specials " << specials
+                          << ", columnwise " << columnwise << ", hadamard " << hadamard << ", grid "
+                          << persistent);
+            const std::vector<TestType> data = make_input<TestType>(s, ++seed, specials);
+            quantize_options options;
+            options.columnwise = columnwise;
+            options.hadamard = hadamard;
+            options.transform = hadamard16::from_seed(seed);
+            check_amax<nvfp4>(s, data, options, persistent);
+          }
+}
+
+namespace {
+
+template <class F, class T>
+void check_dequantize(const quantized_matrix<F>& q, bool padded, std::size_t extra_ld) {
+  emulation::host_runner runner;
+  const std::size_t cols = padded ? q.padded_cols() : q.cols();
+  const std::size_t ld = cols + extra_ld;
+  std::vector<T> host(q.rows() * ld + 1, T(-7.0f)), device(q.rows() * ld + 1, T(-7.0f));
+  const matrix_view<T> host_out(host.data(), q.rows(), cols, ld);
+  const matrix_view<T> device_out(device.data(), q.rows(), cols, ld);
+  if (padded)
+    dequantize_padded(q, host_out);
+  else
+    dequantize(q, host_out);
+  REQUIRE(cuda::launch_dequantize(runner, q.view(), device_out, padded).ok());
+  CHECK(std::memcmp(host.data(), device.data(), host.size() * sizeof(T)) == 0);
+}
+
+template <class F>
+void check_dequantize_format() {
+  std::uint64_t seed = 11;
+  for (const shape_case& s : shapes)
+    for (bool hadamard : {false, true})
+      for (scale_layout layout : {scale_layout::row_major, scale_layout::tensor_core}) {
+        const std::vector<float> data = make_input<float>(s, ++seed, true);
+        quantize_options options;
+        options.hadamard = hadamard;
+        options.layout = layout;
+        options.encode_scale = 0.25f;
+        const auto q =
+            quantize<F>(matrix_view<const float>(data.data(), s.rows, s.cols, s.ld), options);
+        INFO("shape " << s.rows << " x " << s.cols << ", hadamard " << hadamard);
+        for (bool padded : {false, true})
+          for (std::size_t extra : {0u, 3u}) {
+            check_dequantize<F, float>(q, padded, extra);
+            check_dequantize<F, bfloat16>(q, padded, extra);
+            check_dequantize<F, float16>(q, padded, extra);
+          }
+      }
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("the dequantize kernel equals dequantize", "[cuda][emulation]", nvfp4, mxfp4,
+                   ue5m3_fp4, mxfp8) {
+  check_dequantize_format<TestType>();
+}
+
+namespace {
+
+// Policy fields that say where it stands, to compare a device-driven policy with the host's.
+template <class Policy>
+void check_same_policy(const Policy& device, const Policy& host) {
+  CHECK(float_bits(device.encode_scale()) == float_bits(host.encode_scale()));
+  CHECK(device.needs_amax() == host.needs_amax());
+  CHECK(device.amax_measurements() == host.amax_measurements());
+  CHECK(device.calls == host.calls);
+}
+
+// The input of step `step`: it grows by 2^(step / 2), so a periodic policy's block scales
+// saturate now and then and it refreshes early.
+std::vector<float> step_input(const shape_case& s, int step, std::uint64_t seed) {
+  std::vector<float> x = make_input<float>(s, seed + static_cast<std::uint64_t>(step), step == 3);
+  const float growth = std::ldexp(1.0f, step * 3);
+  for (float& v : x)
+    v *= growth;
+  return x;
+}
+
+template <class F, class Policy>
+void check_policy_steps(Policy policy, quantize_options options, int steps) {
+  const shape_case s{45, 70, 72};
+  Policy host_policy = policy;
+  cuda::tensor_scale_state<Policy> state{};
+  state.policy = policy;
+  emulation::host_runner runner;
+  runner.order_seed = 17;
+  for (int step = 0; step < steps; ++step) {
+    INFO("step " << step);
+    options.offset = static_cast<std::uint64_t>(step);
+    const std::vector<float> data = step_input(s, step, 1234);
+    const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
+    quantized_matrix<F> host(quantized_shape_for(s.rows, s.cols, options));
+    const quantize_stats host_stats = quantize_into(x, host.view(), host_policy, options);
+    quantized_matrix<F> device = garbage_matrix<F>(host.shape());
+    REQUIRE(cuda::launch_policy_step(runner, x, device.view(), &state, options).ok());
+    check_same_matrix(device, host);
+    check_same_stats(state.last, host_stats);
+    check_same_policy(state.policy, host_policy);
+    CHECK(state.quantize_done == 0);
+    CHECK(state.amax_done == 0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("device tensor-scale policies step as the host's", "[cuda][emulation]") {
+  quantize_options options;
+  SECTION("current, NVFP4") {
+    check_policy_steps<nvfp4>(current_tensor_scale::make<nvfp4>(), options, 6);
+  }
+  SECTION("periodic, UE5M3: refreshes on schedule and after a saturated block") {
+    check_policy_steps<ue5m3_fp4>(periodic_tensor_scale::make<ue5m3_fp4>(3, 8), options, 12);
+  }
+  SECTION("periodic, columnwise with the transform and stochastic rounding") {
+    options.columnwise = true;
+    options.hadamard = true;
+    options.rounding = element_rounding::stochastic;
+    check_policy_steps<ue5m3_fp4>(periodic_tensor_scale::make<ue5m3_fp4>(2, 4), options, 8);
+  }
+  SECTION("delayed, NVFP4: the amax from the quantizing pass") {
+    check_policy_steps<nvfp4>(delayed_tensor_scale::make<nvfp4>(4, 0), options, 8);
+  }
+  SECTION("none, MXFP4") {
+    check_policy_steps<mxfp4>(no_tensor_scale{}, options, 3);
+  }
+}
+
+TEST_CASE("a periodic policy skips the amax pass on the device between refreshes",
+          "[cuda][emulation]") {
+  const shape_case s{64, 64, 64};
+  const std::vector<float> data = make_input<float>(s, 5, false);
+  const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
+  cuda::tensor_scale_state<periodic_tensor_scale> state{};
+  state.policy = periodic_tensor_scale::make<ue5m3_fp4>(4, 8);
+  quantized_matrix<ue5m3_fp4> q(quantized_shape_for(s.rows, s.cols, {}));
+  emulation::host_runner runner;
+  std::vector<std::uint64_t> measurements;
+  for (int step = 0; step < 9; ++step) {
+    REQUIRE(cuda::launch_policy_step(runner, x, q.view(), &state, {}).ok());
+    measurements.push_back(state.policy.amax_measurements());
+  }
+  CHECK(measurements == std::vector<std::uint64_t>{1, 1, 1, 1, 2, 2, 2, 2, 3});
+}
+
+TEST_CASE("a policy step split for an all-reduce of the amax equals the host's amax hook",
+          "[cuda][emulation]") {
+  const shape_case s{40, 48, 48};
+  quantize_options options;
+  const float other_rank_amax = 1000.0f; // the all-reduce's max over the other ranks
+  current_tensor_scale host_policy = current_tensor_scale::make<nvfp4>();
+  cuda::tensor_scale_state<current_tensor_scale> state{};
+  state.policy = host_policy;
+  emulation::host_runner runner;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> data = step_input(s, step, 77);
+    const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
+    quantized_matrix<nvfp4> host(quantized_shape_for(s.rows, s.cols, options));
+    quantize_into(x, host.view(), host_policy, options,
+                  [&](float amax) { return amax > other_rank_amax ? amax : other_rank_amax; });
+    quantized_matrix<nvfp4> device = garbage_matrix<nvfp4>(host.shape());
+    REQUIRE(cuda::launch_policy_measure<nvfp4>(runner, x, &state, options, false).ok());
+    state.amax_bits = std::max(state.amax_bits, float_bits(other_rank_amax)); // the all-reduce
+    REQUIRE(cuda::launch_policy_apply<nvfp4>(runner, &state, options).ok());
+    REQUIRE(cuda::launch_policy_quantize(runner, x, device.view(), &state, options).ok());
+    check_same_matrix(device, host);
+    check_same_policy(state.policy, host_policy);
+  }
+}
+
+TEST_CASE("pairs under two device policies step as the host's pair", "[cuda][emulation]") {
+  const shape_case s{50, 66, 66};
+  quantize_options row, column;
+  column.columnwise = true;
+  column.hadamard = true;
+  column.rounding = element_rounding::stochastic;
+  periodic_tensor_scale host_row = periodic_tensor_scale::make<ue5m3_fp4>(3, 8);
+  current_tensor_scale host_column = current_tensor_scale::make<nvfp4>();
+  cuda::tensor_scale_state<periodic_tensor_scale> row_state{};
+  cuda::tensor_scale_state<current_tensor_scale> column_state{};
+  row_state.policy = host_row;
+  column_state.policy = host_column;
+  emulation::host_runner runner;
+  for (int step = 0; step < 7; ++step) {
+    INFO("step " << step);
+    row.offset = column.offset = static_cast<std::uint64_t>(step);
+    const std::vector<float> data = step_input(s, step, 555);
+    const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
+    quantized_matrix<ue5m3_fp4> host_r(quantized_shape_for(s.rows, s.cols, row));
+    quantized_matrix<nvfp4> host_c(quantized_shape_for(s.rows, s.cols, column));
+    const quantize_pair_stats stats =
+        quantize_into(x, host_r.view(), host_row, row, host_c.view(), host_column, column);
+    quantized_matrix<ue5m3_fp4> device_r = garbage_matrix<ue5m3_fp4>(host_r.shape());
+    quantized_matrix<nvfp4> device_c = garbage_matrix<nvfp4>(host_c.shape());
+    REQUIRE(cuda::launch_policy_step(runner, x, device_r.view(), &row_state, row, device_c.view(),
+                                     &column_state, column)
+                .ok());
+    check_same_matrix(device_r, host_r);
+    check_same_matrix(device_c, host_c);
+    check_same_stats(row_state.last, stats.rowwise);
+    check_same_stats(column_state.last, stats.columnwise);
+    check_same_policy(row_state.policy, host_row);
+    check_same_policy(column_state.policy, host_column);
+  }
+}
+
+TEST_CASE("launchers check their arguments before anything runs", "[cuda][emulation]") {
+  emulation::host_runner runner;
+  const shape_case s{8, 32, 32};
+  const std::vector<float> data = make_input<float>(s, 1, false);
+  const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
+  quantized_matrix<nvfp4> q(quantized_shape_for(s.rows, s.cols, {}));
+  const auto message = [](const cuda::status& st) { return st.message(); };
+  const auto contains = [](const std::string& text, const char* part) {
+    return text.find(part) != std::string::npos;
+  };
+
+  SECTION("a null input with elements") {
+    const auto bad = matrix_view<const float>::unchecked(nullptr, 8, 32, 32);
+    const cuda::status st = cuda::launch_quantize(runner, bad, q.view());
+    CHECK(st.code() == cuda::errc::invalid_argument);
+    CHECK(contains(message(st), "x is null"));
+  }
+  SECTION("an output of another shape") {
+    quantized_matrix<nvfp4> other(quantized_shape_for(9, 32, {}));
+    const cuda::status st = cuda::launch_quantize(runner, x, other.view());
+    CHECK(st.code() == cuda::errc::invalid_argument);
+    CHECK(contains(message(st), "is 9 x 32"));
+  }
+  SECTION("a rowwise output for a columnwise quantization") {
+    quantize_options options;
+    options.columnwise = true;
+    const cuda::status st = cuda::launch_quantize(runner, x, q.view(), options);
+    CHECK(contains(message(st), "rowwise but the options say columnwise"));
+  }
+  SECTION("bad options") {
+    quantize_options options;
+    options.encode_scale = -1.0f;
+    CHECK(contains(message(cuda::launch_quantize(runner, x, q.view(), options)), "encode_scale"));
+  }
+  SECTION("null and misaligned buffers") {
+    auto view = q.view();
+    const auto null_elements = quantized_view<nvfp4>::unchecked(
+        view.shape(), nullptr, view.scales(), view.decode_scale_data());
+    CHECK(contains(message(cuda::launch_quantize(runner, x, null_elements)), "null elements"));
+    const auto null_scale =
+        quantized_view<nvfp4>::unchecked(view.shape(), view.elements(), view.scales(), nullptr);
+    CHECK(contains(message(cuda::launch_quantize(runner, x, null_scale)), "null decode scale"));
+    std::vector<std::uint8_t> bytes(q.storage().element_bytes + 16);
+    std::uint8_t* odd = bytes.data() + (8 - reinterpret_cast<std::uintptr_t>(bytes.data()) % 8) + 1;
+    const auto misaligned = quantized_view<nvfp4>::unchecked(view.shape(), odd, view.scales(),
+                                                             view.decode_scale_data());
+    const cuda::status st = cuda::launch_quantize(runner, x, misaligned);
+    CHECK(st.code() == cuda::errc::misaligned);
+    CHECK(contains(message(st), "aligned to 8 bytes"));
+  }
+  SECTION("a dequantize output of another shape") {
+    std::vector<float> out(8 * 31);
+    const cuda::status st =
+        cuda::launch_dequantize(runner, q.view(), matrix_view<float>(out.data(), 8, 31));
+    CHECK(contains(message(st), "expected 8 x 32"));
+  }
+  SECTION("amax without a destination, or tiles with the transform") {
+    CHECK(contains(message(cuda::launch_amax(runner, x, nullptr)), "amax_bits is null"));
+    std::uint32_t bits = 0;
+    float tiles[4];
+    quantize_options options;
+    options.hadamard = true;
+    CHECK(contains(message(cuda::launch_amax(runner, x, &bits, options, tiles)), "tile amaxes"));
+  }
+  SECTION("a policy whose rule target could overflow s_enc / target") {
+    cuda::tensor_scale_state<current_tensor_scale> state{};
+    quantize_options options;
+    options.rule = scale_rule{0.5f, scale_rounding::nearest_even};
+    CHECK(contains(message(cuda::launch_policy_step(runner, x, q.view(), &state, options)),
+                   "target >= 1"));
+    CHECK(contains(message(cuda::launch_policy_step<nvfp4, float, current_tensor_scale>(
+                       runner, x, q.view(), nullptr, {})),
+                   "policy state is null"));
+  }
+  CHECK(runner.launches == 0);
+}

@@ -259,9 +259,9 @@ status launch_amax(Runner& runner, matrix_view<const T> x, std::uint32_t* amax_b
 /// Decodes q into out (q.rows() × q.cols(); float, bfloat16 or float16), as host `dequantize`.
 /// With `padded`, out is q.rows() × q.padded_cols() and receives the padding too
 /// (host `dequantize_padded`).
-template <class BlockFormat, class T, class Runner>
-status launch_dequantize(Runner& runner, const_quantized_view<BlockFormat> q, matrix_view<T> out,
-                         bool padded = false) {
+template <class BlockFormat, class Byte, class T, class Runner>
+status launch_dequantize(Runner& runner, basic_quantized_view<BlockFormat, Byte> q,
+                         matrix_view<T> out, bool padded = false) {
   return detail::checked([&]() -> status {
     const char* function = padded ? "dequantize_padded" : "dequantize";
     const std::size_t cols = padded ? q.padded_cols() : q.cols();
@@ -278,7 +278,7 @@ status launch_dequantize(Runner& runner, const_quantized_view<BlockFormat> q, ma
     if (status s = detail::check_view(function, "q", q); !s)
       return s;
     dequantize_program<BlockFormat, T> program;
-    program.q = q;
+    program.q = const_quantized_view<BlockFormat>(q);
     program.out = out;
     program.cols = cols;
     return detail::run_sized(runner, program,

@@ -121,7 +121,7 @@ template <class BlockFormat, class Byte, class T>
 status dequantize(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> out,
                   cudaStream_t stream = nullptr) {
   device_runner runner{stream};
-  return launch_dequantize(runner, const_quantized_view<BlockFormat>(q), out, false);
+  return launch_dequantize(runner, q, out, false);
 }
 
 /// Decodes q with its padding columns into out (q.rows() × q.padded_cols()).
@@ -129,7 +129,7 @@ template <class BlockFormat, class Byte, class T>
 status dequantize_padded(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> out,
                          cudaStream_t stream = nullptr) {
   device_runner runner{stream};
-  return launch_dequantize(runner, const_quantized_view<BlockFormat>(q), out, true);
+  return launch_dequantize(runner, q, out, true);
 }
 
 } // namespace cuda
