@@ -2,9 +2,12 @@
 // included, any small shape and option set) never crashes, the fast path equals the reference
 // path bit for bit, both directions from one read equal two single quantizations, the reported
 // amax is the measured one, and dequantization (float and bfloat16) decodes as value() does,
-// giving NaN only from NaN scales or NaN element codes.
+// giving NaN only from NaN scales or NaN element codes; the CUDA quantize kernel, run on the host
+// by the host runner, writes the same bytes and the same counters.
 //   bytes: rows, cols, option flags, seed byte, tensor-scale exponent, then the float data.
 #include <blockscale/blockscale.hpp>
+#include <blockscale/cuda/launch.hpp>
+#include <blockscale/emulation/host_runner.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -42,6 +45,20 @@ void run(const std::vector<float>& x, std::size_t rows, std::size_t cols,
   }
   reference = quantize_reference<Format>(view, options);
   require(fast == reference);
+  // The device kernel's code, on the host; its scale bytes start as garbage.
+  quantized_matrix<Format> kernel(fast.shape());
+  std::memset(kernel.view().scales(), 0xCD, kernel.storage().scale_bytes);
+  cuda::device_quantize_stats counters;
+  emulation::host_runner runner;
+  runner.order_seed = options.seed;
+  require(cuda::launch_quantize(runner, view, kernel.view(), options, &counters).ok());
+  require(kernel == fast);
+  const quantize_stats counted = counters.value();
+  require(counted.blocks == fast.stats().blocks &&
+          counted.saturated_scales == fast.stats().saturated_scales &&
+          counted.zero_scales == fast.stats().zero_scales &&
+          counted.nan_scales == fast.stats().nan_scales &&
+          std::memcmp(&counted.amax, &fast.stats().amax, sizeof counted.amax) == 0);
   const float measured = measure_amax<Format>(view, options);
   require(std::memcmp(&measured, &fast.stats().amax, sizeof measured) == 0);
   // Both directions from one read.
