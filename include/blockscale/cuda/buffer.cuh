@@ -118,7 +118,7 @@ public:
 
   /// Copies `host` (same shape) into this matrix, in the order of `stream`. `host` must stay
   /// alive and unchanged until the stream reaches the copy.
-  status copy_from(const quantized_matrix<BlockFormat>& host, cudaStream_t stream) {
+  [[nodiscard]] status copy_from(const quantized_matrix<BlockFormat>& host, cudaStream_t stream) {
     if (host.shape() != shape_)
       return {errc::invalid_argument, "device_quantized_matrix::copy_from: the host matrix has "
                                       "another shape"};
@@ -129,7 +129,7 @@ public:
 
   /// Copies this matrix into `host` (same shape), in the order of `stream`: synchronise the
   /// stream before reading `host`.
-  status copy_to(quantized_matrix<BlockFormat>& host, cudaStream_t stream) const {
+  [[nodiscard]] status copy_to(quantized_matrix<BlockFormat>& host, cudaStream_t stream) const {
     if (host.shape() != shape_)
       return {errc::invalid_argument, "device_quantized_matrix::copy_to: the host matrix has "
                                       "another shape"};

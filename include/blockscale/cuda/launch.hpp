@@ -38,7 +38,7 @@ inline constexpr std::size_t max_ctas = 0x7FFFFFFFu;
 /// Runs f() and turns a std::invalid_argument it throws (the host checks' way of saying what is
 /// wrong) into a status.
 template <class F>
-status checked(F&& f) noexcept {
+[[nodiscard]] status checked(F&& f) noexcept {
   try {
     return f();
   } catch (const std::invalid_argument& e) {
@@ -49,7 +49,7 @@ status checked(F&& f) noexcept {
 }
 
 template <class T>
-status check_input(const char* function, matrix_view<const T> x) {
+[[nodiscard]] status check_input(const char* function, matrix_view<const T> x) {
   if (x.data() == nullptr && !x.empty())
     return {errc::invalid_argument, std::string(function) + ": x is null but has " +
                                         std::to_string(x.rows()) + " x " +
@@ -62,8 +62,8 @@ status check_input(const char* function, matrix_view<const T> x) {
 /// The checks a view must pass before a kernel writes through it: buffers present for the
 /// storage its shape needs, and the element bytes aligned for the kernel's vector stores.
 template <class BlockFormat, class Byte>
-status check_view(const char* function, const char* name,
-                  basic_quantized_view<BlockFormat, Byte> view) {
+[[nodiscard]] status check_view(const char* function, const char* name,
+                                basic_quantized_view<BlockFormat, Byte> view) {
   const quantized_storage need = storage_for<BlockFormat>(view.shape());
   const auto fail = [&](errc code, const std::string& what) {
     return status{code, std::string(function) + ": " + name + " " + what};
@@ -97,8 +97,8 @@ make_output(quantized_view<BlockFormat> view, const quantize_params& params,
 
 /// The output description of a launch: view, params and tags, the tags chosen from params.
 template <class BlockFormat, class F>
-status with_output(quantized_view<BlockFormat> view, const quantize_params& params,
-                   const tensor_scales* scales, device_quantize_stats* stats, F&& f) {
+[[nodiscard]] status with_output(quantized_view<BlockFormat> view, const quantize_params& params,
+                                 const tensor_scales* scales, device_quantize_stats* stats, F&& f) {
   return with_rounding_tags(params, [&](auto scale_rounding, auto element_rounding) {
     return f(make_output<BlockFormat, decltype(scale_rounding), decltype(element_rounding)>(
         view, params, scales, stats));
@@ -106,7 +106,7 @@ status with_output(quantized_view<BlockFormat> view, const quantize_params& para
 }
 
 template <class Runner, class Program>
-status run_sized(Runner& runner, const Program& program, std::size_t ctas) {
+[[nodiscard]] status run_sized(Runner& runner, const Program& program, std::size_t ctas) {
   if (ctas > max_ctas)
     return {errc::too_large,
             "the launch needs " + std::to_string(ctas) + " CTAs, more than a grid holds"};
@@ -114,8 +114,9 @@ status run_sized(Runner& runner, const Program& program, std::size_t ctas) {
 }
 
 template <class Runner, class T, class Row, class Column, class Completion = no_completion>
-status run_quantize(Runner& runner, matrix_view<const T> x, const Row& row, const Column& column,
-                    std::uint32_t* done = nullptr, Completion completion = {}) {
+[[nodiscard]] status run_quantize(Runner& runner, matrix_view<const T> x, const Row& row,
+                                  const Column& column, std::uint32_t* done = nullptr,
+                                  Completion completion = {}) {
   quantize_program<T, Row, Column, Completion> program;
   program.x = x;
   program.rowwise = row;
@@ -136,12 +137,13 @@ inline bool round_alike(const quantize_params& a, const quantize_params& b) noex
 /// go with the launch that writes the columnwise output (the last).
 template <class Runner, class T, class RowFormat, class ColumnFormat,
           class Completion = no_completion>
-status run_pair(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
-                const quantize_params& row_params, const tensor_scales* row_scales,
-                device_quantize_stats* row_stats, quantized_view<ColumnFormat> columnwise,
-                const quantize_params& column_params, const tensor_scales* column_scales,
-                device_quantize_stats* column_stats, std::uint32_t* done = nullptr,
-                Completion completion = {}) {
+[[nodiscard]] status
+run_pair(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
+         const quantize_params& row_params, const tensor_scales* row_scales,
+         device_quantize_stats* row_stats, quantized_view<ColumnFormat> columnwise,
+         const quantize_params& column_params, const tensor_scales* column_scales,
+         device_quantize_stats* column_stats, std::uint32_t* done = nullptr,
+         Completion completion = {}) {
   if (round_alike(row_params, column_params))
     return with_output(rowwise, row_params, row_scales, row_stats, [&](const auto& row) {
       using row_type = std::decay_t<decltype(row)>;
@@ -177,9 +179,9 @@ std::size_t stride_grid(Runner& runner, std::size_t units, int warps) {
 /// nothing queued on a bad argument), then one launch. `stats`, when set, receives the counters
 /// (device memory, zeroed by the caller). `options.threads` has no meaning here.
 template <class BlockFormat, class T, class Runner>
-status launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<BlockFormat> out,
-                       const quantize_options& options = {},
-                       device_quantize_stats* stats = nullptr) {
+[[nodiscard]] status
+launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<BlockFormat> out,
+                const quantize_options& options = {}, device_quantize_stats* stats = nullptr) {
   return detail::checked([&]() -> status {
     if (status s = detail::check_input("quantize_into", x); !s)
       return s;
@@ -199,12 +201,12 @@ status launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<Bl
 /// columnwise, columnwise_options)`: rowwise_options must not be columnwise, columnwise_options
 /// must be.
 template <class RowFormat, class ColumnFormat, class T, class Runner>
-status launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
-                       const quantize_options& rowwise_options,
-                       quantized_view<ColumnFormat> columnwise,
-                       const quantize_options& columnwise_options,
-                       device_quantize_stats* rowwise_stats = nullptr,
-                       device_quantize_stats* columnwise_stats = nullptr) {
+[[nodiscard]] status
+launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
+                const quantize_options& rowwise_options, quantized_view<ColumnFormat> columnwise,
+                const quantize_options& columnwise_options,
+                device_quantize_stats* rowwise_stats = nullptr,
+                device_quantize_stats* columnwise_stats = nullptr) {
   return detail::checked([&]() -> status {
     if (status s = detail::check_input("quantize_into", x); !s)
       return s;
@@ -234,8 +236,8 @@ status launch_quantize(Runner& runner, matrix_view<const T> x, quantized_view<Ro
 /// memory, ceil(rows / 16) × ceil(cols / 16) floats, row-major; not with the transform), also the
 /// amax of every 16×16 tile of x, from the same read.
 template <class T, class Runner>
-status launch_amax(Runner& runner, matrix_view<const T> x, std::uint32_t* amax_bits,
-                   const quantize_options& options = {}, float* tile_amax = nullptr) {
+[[nodiscard]] status launch_amax(Runner& runner, matrix_view<const T> x, std::uint32_t* amax_bits,
+                                 const quantize_options& options = {}, float* tile_amax = nullptr) {
   return detail::checked([&]() -> status {
     if (status s = detail::check_input("measure_amax", x); !s)
       return s;
@@ -260,8 +262,8 @@ status launch_amax(Runner& runner, matrix_view<const T> x, std::uint32_t* amax_b
 /// With `padded`, out is q.rows() × q.padded_cols() and receives the padding too
 /// (host `dequantize_padded`).
 template <class BlockFormat, class Byte, class T, class Runner>
-status launch_dequantize(Runner& runner, basic_quantized_view<BlockFormat, Byte> q,
-                         matrix_view<T> out, bool padded = false) {
+[[nodiscard]] status launch_dequantize(Runner& runner, basic_quantized_view<BlockFormat, Byte> q,
+                                       matrix_view<T> out, bool padded = false) {
   return detail::checked([&]() -> status {
     const char* function = padded ? "dequantize_padded" : "dequantize";
     const std::size_t cols = padded ? q.padded_cols() : q.cols();
@@ -290,9 +292,9 @@ status launch_dequantize(Runner& runner, basic_quantized_view<BlockFormat, Byte>
 /// s_enc · fp32(1 / target) stays finite for every s_enc a policy can choose; the host reports the
 /// overflow when it happens, the device cannot), and the usual output checks with s_enc = 1.
 template <class BlockFormat, class T>
-status check_policy_step(const char* name, matrix_view<const T> x,
-                         const quantized_view<BlockFormat>& out, quantize_options options,
-                         quantize_params& params) {
+[[nodiscard]] status check_policy_step(const char* name, matrix_view<const T> x,
+                                       const quantized_view<BlockFormat>& out,
+                                       quantize_options options, quantize_params& params) {
   if (status s = detail::check_input("quantize_into", x); !s)
     return s;
   options.encode_scale = 1.0f;
@@ -311,9 +313,9 @@ status check_policy_step(const char* name, matrix_view<const T> x,
 /// first and then calls launch_policy_apply — applies it. `state` is device memory for the device
 /// runner.
 template <class BlockFormat, class T, class Policy, class Runner>
-status launch_policy_measure(Runner& runner, matrix_view<const T> x,
-                             tensor_scale_state<Policy>* state, const quantize_options& options,
-                             bool apply = true) {
+[[nodiscard]] status launch_policy_measure(Runner& runner, matrix_view<const T> x,
+                                           tensor_scale_state<Policy>* state,
+                                           const quantize_options& options, bool apply = true) {
   return detail::checked([&]() -> status {
     if (status s = detail::check_input("measure_amax", x); !s)
       return s;
@@ -340,8 +342,8 @@ status launch_policy_measure(Runner& runner, matrix_view<const T> x,
 /// Applies the measured (and perhaps all-reduced) amax: the step between launch_policy_measure(...,
 /// apply = false) and launch_policy_quantize, with the same options.
 template <class BlockFormat, class Policy, class Runner>
-status launch_policy_apply(Runner& runner, tensor_scale_state<Policy>* state,
-                           const quantize_options& options) {
+[[nodiscard]] status launch_policy_apply(Runner& runner, tensor_scale_state<Policy>* state,
+                                         const quantize_options& options) {
   return detail::checked([&]() -> status {
     if (state == nullptr)
       return {errc::invalid_argument, "quantize_into: the policy state is null"};
@@ -358,9 +360,9 @@ status launch_policy_apply(Runner& runner, tensor_scale_state<Policy>* state,
 /// The quantize half of a policy step: quantizes with the scales the policy published, counts into
 /// the state, and finishes the step on the device.
 template <class BlockFormat, class T, class Policy, class Runner>
-status launch_policy_quantize(Runner& runner, matrix_view<const T> x,
-                              quantized_view<BlockFormat> out, tensor_scale_state<Policy>* state,
-                              const quantize_options& options) {
+[[nodiscard]] status
+launch_policy_quantize(Runner& runner, matrix_view<const T> x, quantized_view<BlockFormat> out,
+                       tensor_scale_state<Policy>* state, const quantize_options& options) {
   return detail::checked([&]() -> status {
     if (state == nullptr)
       return {errc::invalid_argument, "quantize_into: the policy state is null"};
@@ -382,8 +384,9 @@ status launch_policy_quantize(Runner& runner, matrix_view<const T> x,
 /// gated amax pass (applied in its last CTA), then the quantization (finished in its last CTA).
 /// Two launches; no host synchronisation.
 template <class BlockFormat, class T, class Policy, class Runner>
-status launch_policy_step(Runner& runner, matrix_view<const T> x, quantized_view<BlockFormat> out,
-                          tensor_scale_state<Policy>* state, const quantize_options& options) {
+[[nodiscard]] status
+launch_policy_step(Runner& runner, matrix_view<const T> x, quantized_view<BlockFormat> out,
+                   tensor_scale_state<Policy>* state, const quantize_options& options) {
   quantize_params params;
   if (status s = detail::checked([&] { return check_policy_step("out", x, out, options, params); });
       !s)
@@ -398,12 +401,12 @@ status launch_policy_step(Runner& runner, matrix_view<const T> x, quantized_view
 /// transform; the values are the same).
 template <class RowFormat, class ColumnFormat, class T, class RowPolicy, class ColumnPolicy,
           class Runner>
-status launch_policy_step(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
-                          tensor_scale_state<RowPolicy>* row_state,
-                          const quantize_options& rowwise_options,
-                          quantized_view<ColumnFormat> columnwise,
-                          tensor_scale_state<ColumnPolicy>* column_state,
-                          const quantize_options& columnwise_options) {
+[[nodiscard]] status
+launch_policy_step(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwise,
+                   tensor_scale_state<RowPolicy>* row_state,
+                   const quantize_options& rowwise_options, quantized_view<ColumnFormat> columnwise,
+                   tensor_scale_state<ColumnPolicy>* column_state,
+                   const quantize_options& columnwise_options) {
   return detail::checked([&]() -> status {
     if (row_state == nullptr || column_state == nullptr)
       return {errc::invalid_argument, "quantize_into: a policy state is null"};

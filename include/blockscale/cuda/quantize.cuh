@@ -37,21 +37,22 @@ matrix_view<const std::remove_const_t<T>> as_input(matrix_view<T> x) noexcept {
 /// Quantizes x into `out`, as host quantize_into(x, out, options). `stats`, when set, receives the
 /// counters (device memory, zeroed by the caller).
 template <class BlockFormat, class T>
-status quantize_into(matrix_view<T> x, quantized_view<BlockFormat> out,
-                     const quantize_options& options = {}, cudaStream_t stream = nullptr,
-                     device_quantize_stats* stats = nullptr) {
+[[nodiscard]] status quantize_into(matrix_view<T> x, quantized_view<BlockFormat> out,
+                                   const quantize_options& options = {},
+                                   cudaStream_t stream = nullptr,
+                                   device_quantize_stats* stats = nullptr) {
   device_runner runner{stream};
   return launch_quantize(runner, as_input(x), out, options, stats);
 }
 
 /// Both directions from one read of x, as the host's pair quantize_into.
 template <class RowFormat, class ColumnFormat, class T>
-status quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
-                     const quantize_options& rowwise_options,
-                     quantized_view<ColumnFormat> columnwise,
-                     const quantize_options& columnwise_options, cudaStream_t stream = nullptr,
-                     device_quantize_stats* rowwise_stats = nullptr,
-                     device_quantize_stats* columnwise_stats = nullptr) {
+[[nodiscard]] status
+quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
+              const quantize_options& rowwise_options, quantized_view<ColumnFormat> columnwise,
+              const quantize_options& columnwise_options, cudaStream_t stream = nullptr,
+              device_quantize_stats* rowwise_stats = nullptr,
+              device_quantize_stats* columnwise_stats = nullptr) {
   device_runner runner{stream};
   return launch_quantize(runner, as_input(x), rowwise, rowwise_options, columnwise,
                          columnwise_options, rowwise_stats, columnwise_stats);
@@ -61,21 +62,22 @@ status quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
 /// (skipped on the device when the policy does not need it), the scales, the quantization and the
 /// policy's update, all in stream order.
 template <class BlockFormat, class T, class Policy>
-status quantize_into(matrix_view<T> x, quantized_view<BlockFormat> out,
-                     device_tensor_scale<Policy>& policy, const quantize_options& options = {},
-                     cudaStream_t stream = nullptr) {
+[[nodiscard]] status quantize_into(matrix_view<T> x, quantized_view<BlockFormat> out,
+                                   device_tensor_scale<Policy>& policy,
+                                   const quantize_options& options = {},
+                                   cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_policy_step(runner, as_input(x), out, policy.state(), options);
 }
 
 /// Both directions from one read, each under its own device policy.
 template <class RowFormat, class ColumnFormat, class T, class RowPolicy, class ColumnPolicy>
-status quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
-                     device_tensor_scale<RowPolicy>& rowwise_policy,
-                     const quantize_options& rowwise_options,
-                     quantized_view<ColumnFormat> columnwise,
-                     device_tensor_scale<ColumnPolicy>& columnwise_policy,
-                     const quantize_options& columnwise_options, cudaStream_t stream = nullptr) {
+[[nodiscard]] status
+quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
+              device_tensor_scale<RowPolicy>& rowwise_policy,
+              const quantize_options& rowwise_options, quantized_view<ColumnFormat> columnwise,
+              device_tensor_scale<ColumnPolicy>& columnwise_policy,
+              const quantize_options& columnwise_options, cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_policy_step(runner, as_input(x), rowwise, rowwise_policy.state(), rowwise_options,
                             columnwise, columnwise_policy.state(), columnwise_options);
@@ -85,23 +87,26 @@ status quantize_into(matrix_view<T> x, quantized_view<RowFormat> rowwise,
 /// (when the policy needs it), then all-reduce policy.amax_bits() in the stream, then apply, then
 /// quantize.
 template <class BlockFormat, class T, class Policy>
-status measure_amax(matrix_view<T> x, device_tensor_scale<Policy>& policy,
-                    const quantize_options& options = {}, cudaStream_t stream = nullptr) {
+[[nodiscard]] status measure_amax(matrix_view<T> x, device_tensor_scale<Policy>& policy,
+                                  const quantize_options& options = {},
+                                  cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_policy_measure<BlockFormat>(runner, as_input(x), policy.state(), options, false);
 }
 /// See measure_amax.
 template <class BlockFormat, class Policy>
-status apply_amax(device_tensor_scale<Policy>& policy, const quantize_options& options = {},
-                  cudaStream_t stream = nullptr) {
+[[nodiscard]] status apply_amax(device_tensor_scale<Policy>& policy,
+                                const quantize_options& options = {},
+                                cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_policy_apply<BlockFormat>(runner, policy.state(), options);
 }
 /// See measure_amax.
 template <class BlockFormat, class T, class Policy>
-status quantize_applied(matrix_view<T> x, quantized_view<BlockFormat> out,
-                        device_tensor_scale<Policy>& policy, const quantize_options& options = {},
-                        cudaStream_t stream = nullptr) {
+[[nodiscard]] status quantize_applied(matrix_view<T> x, quantized_view<BlockFormat> out,
+                                      device_tensor_scale<Policy>& policy,
+                                      const quantize_options& options = {},
+                                      cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_policy_quantize(runner, as_input(x), out, policy.state(), options);
 }
@@ -109,25 +114,25 @@ status quantize_applied(matrix_view<T> x, quantized_view<BlockFormat> out,
 /// amax_t of x as quantizing with `options` sees it, max-ed into *amax_bits (zeroed by the
 /// caller); with `tile_amax`, the amax of each 16×16 tile too (launch_amax).
 template <class T>
-status measure_amax(matrix_view<T> x, std::uint32_t* amax_bits,
-                    const quantize_options& options = {}, cudaStream_t stream = nullptr,
-                    float* tile_amax = nullptr) {
+[[nodiscard]] status measure_amax(matrix_view<T> x, std::uint32_t* amax_bits,
+                                  const quantize_options& options = {},
+                                  cudaStream_t stream = nullptr, float* tile_amax = nullptr) {
   device_runner runner{stream};
   return launch_amax(runner, as_input(x), amax_bits, options, tile_amax);
 }
 
 /// Decodes q into out (float, bfloat16 or float16), as host dequantize.
 template <class BlockFormat, class Byte, class T>
-status dequantize(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> out,
-                  cudaStream_t stream = nullptr) {
+[[nodiscard]] status dequantize(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> out,
+                                cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_dequantize(runner, q, out, false);
 }
 
 /// Decodes q with its padding columns into out (q.rows() × q.padded_cols()).
 template <class BlockFormat, class Byte, class T>
-status dequantize_padded(basic_quantized_view<BlockFormat, Byte> q, matrix_view<T> out,
-                         cudaStream_t stream = nullptr) {
+[[nodiscard]] status dequantize_padded(basic_quantized_view<BlockFormat, Byte> q,
+                                       matrix_view<T> out, cudaStream_t stream = nullptr) {
   device_runner runner{stream};
   return launch_dequantize(runner, q, out, true);
 }

@@ -22,8 +22,9 @@ enum class errc {
   cuda_error,       ///< the CUDA runtime reported an error (cuda_error() holds it)
 };
 
-/// The outcome of a launcher: success, or an error with a message.
-class [[nodiscard]] status {
+/// The outcome of a launcher: success, or an error with a message. The launchers are
+/// [[nodiscard]]: a status is meant to be looked at.
+class status {
 public:
   status() = default;
   status(errc code, std::string message, int cuda_error = 0)

@@ -52,7 +52,7 @@ public:
 
   /// Copies the state to `host` in the order of `stream`; synchronise before reading it. The
   /// policy is `host.policy`, the last step's counters `host.last`.
-  status read(state_type& host, cudaStream_t stream) const {
+  [[nodiscard]] status read(state_type& host, cudaStream_t stream) const {
     return detail::cuda_status(
         cudaMemcpyAsync(&host, state(), sizeof host, cudaMemcpyDeviceToHost, stream),
         "device_tensor_scale::read: cudaMemcpyAsync");
