@@ -1,7 +1,8 @@
 // The E2M1 encoders against the general rounding routine, for all 2^32 float bit patterns (NaN and
 // Inf included). Exit 1 on any mismatch.
 //  - detail::e2m1_nearest_even, the one nearest-even body that convert<e2m1> and the codec use,
-//    against detail::encode_general<e2m1_format>;
+//    against detail::encode_general<e2m1_format>, and so is detail::e2m1_nearest_even_by_addition,
+//    the body device code runs;
 //  - where the AVX-512 bodies are compiled in (this target is built with -march=native where the
 //    compiler supports it), avx512::e2m1_nearest_even on 16 lanes against the same, and
 //    avx512::e2m1_stochastic against the general routine's stochastic rounding. Stochastic
@@ -44,6 +45,7 @@ std::uint64_t check_lanes(std::uint32_t first) {
   for (int i = 0; i < 16; ++i) {
     x[i] = detail::bit_cast<float>(first + static_cast<std::uint32_t>(i));
     mismatches += detail::e2m1_nearest_even(x[i]) != general_nearest(x[i]);
+    mismatches += detail::e2m1_nearest_even_by_addition(x[i]) != general_nearest(x[i]);
   }
 #if BLOCKSCALE_SIMD_AVX512
   alignas(64) std::uint32_t codes[16];

@@ -10,11 +10,22 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../config.hpp"
 
 namespace blockscale {
 inline namespace v0 {
+
+namespace detail {
+/// T, in a form template argument deduction ignores (C++20's std::type_identity_t).
+template <class T>
+struct same_type_t {
+  using type = T;
+};
+template <class T>
+using same_type = typename same_type_t<T>::type;
+} // namespace detail
 
 /// Memory layout of a matrix's block scales.
 enum class scale_layout {
@@ -23,9 +34,13 @@ enum class scale_layout {
 };
 
 /// Offset of scale (m, kb) in the tensor-core layout, for a matrix with `blocks` blocks per row.
-BLOCKSCALE_HOST_DEVICE constexpr std::size_t tensor_core_scale_offset(std::size_t m, std::size_t kb,
-                                                                      std::size_t blocks) noexcept {
-  const std::size_t tile = (m / 128) * ((blocks + 3) / 4) + kb / 4;
+/// `Index` is std::size_t, or std::uint32_t where the offsets fit (device code: 32-bit division
+/// is a few instructions, 64-bit a subroutine call).
+template <class Index = std::size_t>
+BLOCKSCALE_HOST_DEVICE constexpr Index
+tensor_core_scale_offset(detail::same_type<Index> m, detail::same_type<Index> kb,
+                         detail::same_type<Index> blocks) noexcept {
+  const Index tile = (m / 128) * ((blocks + 3) / 4) + kb / 4;
   return tile * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + kb % 4;
 }
 
@@ -53,15 +68,23 @@ tensor_core_padding_count(std::size_t rows, std::size_t blocks) noexcept {
 /// Where padding entry `i` < tensor_core_padding_count(rows, blocks) lives: first the padded blocks
 /// of the matrix's rows, row by row, then the padded rows whole. Lets many threads clear the
 /// padding in parallel, each its own entries.
-BLOCKSCALE_HOST_DEVICE constexpr std::size_t
-tensor_core_padding_offset(std::size_t i, std::size_t rows, std::size_t blocks) noexcept {
-  const std::size_t padded_blocks = (blocks + 3) / 4 * 4;
-  const std::size_t extra = padded_blocks - blocks;
-  const std::size_t in_rows = rows * extra;
-  if (i < in_rows)
-    return tensor_core_scale_offset(i / extra, blocks + i % extra, blocks);
-  i -= in_rows;
-  return tensor_core_scale_offset(rows + i / padded_blocks, i % padded_blocks, blocks);
+/// `Index` as for tensor_core_scale_offset.
+template <class Index = std::size_t>
+BLOCKSCALE_HOST_DEVICE constexpr Index
+tensor_core_padding_offset(detail::same_type<Index> i, detail::same_type<Index> rows,
+                           detail::same_type<Index> blocks) noexcept {
+  const Index padded_blocks = (blocks + 3) / 4 * 4;
+  const Index extra = padded_blocks - blocks;
+  const Index in_rows = rows * extra;
+  Index m = 0, kb = 0;
+  if (i < in_rows) {
+    m = i / extra;
+    kb = blocks + i % extra;
+  } else {
+    m = rows + (i - in_rows) / padded_blocks;
+    kb = (i - in_rows) % padded_blocks;
+  }
+  return tensor_core_scale_offset<Index>(m, kb, blocks);
 }
 
 } // namespace v0

@@ -76,6 +76,8 @@ template <class BlockFormat, class Byte>
     return fail(errc::invalid_argument, "has a null decode scale");
   constexpr std::size_t block_bytes = codec::element_bytes<BlockFormat>(BlockFormat::block_size);
   constexpr std::size_t alignment = block_bytes < 16 ? block_bytes : 16;
+  if (view.layout() == scale_layout::tensor_core && need.scale_bytes > 0xFFFFFFFFu)
+    return fail(errc::too_large, "has more than 2^32 bytes of tensor-core scales");
   if (!cuda::detail::is_aligned(view.elements(), alignment))
     return fail(errc::misaligned, "elements must be aligned to " + std::to_string(alignment) +
                                       " bytes (one vector store per block)");
@@ -167,6 +169,8 @@ run_pair(Runner& runner, matrix_view<const T> x, quantized_view<RowFormat> rowwi
 /// grid, at least one.
 template <class Runner>
 std::size_t stride_grid(Runner& runner, std::size_t units, int warps) {
+  if (units > 0xFFFFFFFFu)
+    return max_ctas + 1; // run_sized reports it: the grid-stride kernels count units in 32 bits
   const std::size_t wanted = (units + warps - 1) / warps;
   const std::size_t cap = runner.persistent_ctas();
   return wanted == 0 ? 1 : (wanted < cap ? wanted : cap);

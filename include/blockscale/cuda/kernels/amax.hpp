@@ -79,12 +79,15 @@ struct amax_program {
       const std::size_t total = units(), across = units_across();
       for (std::size_t unit = static_cast<std::size_t>(cta.index) * warps + warp.index();
            unit < total; unit += static_cast<std::size_t>(cta.count) * warps) {
-        const std::size_t r0 = unit / across * tile;
+        // 32-bit division: the launcher keeps the unit count below 2^32.
+        const auto u = static_cast<std::uint32_t>(unit), a = static_cast<std::uint32_t>(across);
+        const std::size_t r0 = static_cast<std::size_t>(u / a) * tile;
+        const std::size_t first = static_cast<std::size_t>(u % a) * warp_size;
         warp.each([&](int lane) {
           if (by_column())
-            acc[lane] = column_amax(acc[lane], r0, (unit % across) * warp_size + lane);
+            acc[lane] = column_amax(acc[lane], r0, first + lane);
           else
-            acc[lane] = row_amax(acc[lane], r0, ((unit % across) * warp_size + lane) * tile);
+            acc[lane] = row_amax(acc[lane], r0, (first + lane) * tile);
         });
       }
       warp.max_over(acc, warp_size);

@@ -51,9 +51,12 @@ struct dequantize_program {
     const float s_dec = total == 0 ? 0.0f : q.decode_scale();
     for (std::size_t unit = static_cast<std::size_t>(cta.index) * warps + warp.index();
          unit < total; unit += static_cast<std::size_t>(cta.count) * warps) {
-      const std::size_t r = unit / across;
+      // 32-bit division: the launcher keeps the unit count below 2^32.
+      const auto u = static_cast<std::uint32_t>(unit), a = static_cast<std::uint32_t>(across);
+      const std::size_t r = u / a;
       warp.each([&](int lane) {
-        const std::size_t kb = unit % across * warp_size + static_cast<std::size_t>(lane);
+        const std::size_t kb =
+            static_cast<std::size_t>(u % a) * warp_size + static_cast<std::size_t>(lane);
         const std::size_t c0 = kb * b;
         if (c0 >= cols)
           return;
@@ -73,8 +76,9 @@ struct dequantize_program {
             detail::copy16(reinterpret_cast<unsigned char*>(to) + i,
                            reinterpret_cast<const unsigned char*>(values) + i);
         } else {
-          for (int j = 0; j < valid; ++j)
-            to[j] = values[j];
+          for (int j = 0; j < b; ++j) // unrolled and predicated: values[] stays in registers
+            if (j < valid)
+              to[j] = values[j];
         }
       });
     }

@@ -198,8 +198,11 @@ struct quantize_program {
 
   template <int Phase, class Warp>
   BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage& shared) const {
-    const std::size_t across = tiles_across() == 0 ? 1 : tiles_across();
-    const std::size_t r0 = cta.index / across * tile_rows, c0 = cta.index % across * tile_cols;
+    // 32-bit: the launcher keeps the grid below 2^31 CTAs.
+    const std::uint32_t across =
+        tiles_across() == 0 ? 1u : static_cast<std::uint32_t>(tiles_across());
+    const std::size_t r0 = static_cast<std::size_t>(cta.index / across) * tile_rows;
+    const std::size_t c0 = static_cast<std::size_t>(cta.index % across) * tile_cols;
     if constexpr (Phase == 0) {
       load(warp, shared, r0, c0);
     } else if constexpr (Phase == 1) {
@@ -330,9 +333,13 @@ private:
         *out.decode_scale_data() = params.decode_scale;
       if (!padded)
         return;
-      const std::size_t count = tensor_core_padding_count(out.rows(), out.blocks_per_row());
+      // 32-bit offsets: the launcher keeps tensor-core scale storage below 2^32 bytes.
+      const auto rows = static_cast<std::uint32_t>(out.rows());
+      const auto blocks = static_cast<std::uint32_t>(out.blocks_per_row());
+      const std::size_t count = tensor_core_padding_count(rows, blocks);
       for (std::size_t i = thread; i < count; i += static_cast<std::size_t>(cta.count) * threads)
-        out.scales()[tensor_core_padding_offset(i, out.rows(), out.blocks_per_row())] = 0;
+        out.scales()[tensor_core_padding_offset<std::uint32_t>(static_cast<std::uint32_t>(i), rows,
+                                                               blocks)] = 0;
     });
   }
 };
