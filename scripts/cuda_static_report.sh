@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Static report of the CUDA kernels, no GPU needed (docs/cuda-static.md): compiles
+# tests/cuda/kernels.cu for each architecture with nvcc (-Xptxas=-v, -lineinfo), installs cuobjdump
+# and nvdisasm from their pip wheels into a cached virtual environment, and prints per
+# architecture each kernel's registers, shared memory, stack frame and spills, and for one
+# architecture the SASS instruction counts of the bf16 -> NVFP4 quantize kernels.
+#   scripts/cuda_static_report.sh [--archs "80 90 100a 120a"] [--sass-arch 90] [--all-kernels]
+#   scripts/cuda_static_report.sh --install-only
+#   --archs         architectures to compile for (default: 80 90 100a 120a, as CMake's default)
+#   --sass-arch     the architecture whose SASS is counted (default 90; "none" to skip)
+#   --all-kernels   every kernel the launchers can choose (269; about 3 minutes per architecture)
+#   --install-only  only install the tools (then the ctest blockscale_cuda_static runs, not skips)
+# Output (cubins, ptxas logs, report.md, the weighted SASS listings) goes to build-static/ unless
+# BLOCKSCALE_STATIC_DIR says otherwise; cubins are rebuilt only when a source is newer. The tools'
+# virtual environment is BLOCKSCALE_CUDA_TOOLS_VENV (default ~/.cache/blockscale/cuda-tools).
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+archs="80 90 100a 120a"
+sass_arch=90
+all_kernels=0
+install_only=0
+while (($# > 0)); do
+  case $1 in
+  --archs)
+    archs=$2
+    shift
+    ;;
+  --sass-arch)
+    sass_arch=$2
+    shift
+    ;;
+  --all-kernels) all_kernels=1 ;;
+  --install-only) install_only=1 ;;
+  -h | --help)
+    sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    exit 0
+    ;;
+  *)
+    echo "error: unknown argument $1 (see --help)" >&2
+    exit 2
+    ;;
+  esac
+  shift
+done
+
+# The tools come from pip's default index, pinned so that the tables stay comparable.
+tools_version=${BLOCKSCALE_CUDA_TOOLS_VERSION:-13.5.37}
+venv=${BLOCKSCALE_CUDA_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/blockscale/cuda-tools}
+stamp=$venv/.blockscale-tools-$tools_version
+if [[ ! -f $stamp ]]; then
+  echo "Installing nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm $tools_version into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "nvidia-cuda-cuobjdump==$tools_version" "nvidia-cuda-nvdisasm==$tools_version"
+  touch "$stamp"
+fi
+export BLOCKSCALE_CUDA_TOOLS_VENV=$venv
+((install_only)) && exit 0
+
+blockscale_find_nvcc
+nvcc=${CUDACXX:-$(command -v nvcc || true)}
+if [[ -z $nvcc ]]; then
+  echo "error: no nvcc (set CUDACXX or install the CUDA toolkit)" >&2
+  exit 1
+fi
+out=${BLOCKSCALE_STATIC_DIR:-$blockscale_root/build-static}
+mkdir -p "$out"
+source=$blockscale_root/tests/cuda/kernels.cu
+# The flags of the CMake target (Release, warnings as errors), plus line info for the listings
+# (it does not change the SASS) and ptxas's resource report.
+flags=(-std=c++17 -O3 -DNDEBUG -I "$blockscale_root/include" "-Xcompiler=-Wall,-Wextra,-Werror"
+  --Werror=all-warnings -lineinfo -Xptxas=-v "-DBLOCKSCALE_STATIC_ALL_KERNELS=$all_kernels")
+suffix=
+((all_kernels)) && suffix=.all
+
+newest_source() {
+  find "$blockscale_root/include" "$source" -type f -newer "$1" -print -quit
+}
+
+# One nvcc per architecture, as many at a time as there are cores.
+compiled=()
+for arch in $archs; do
+  cubin=$out/kernels.sm_$arch$suffix.cubin
+  if [[ -f $cubin && -z $(newest_source "$cubin") ]]; then
+    continue
+  fi
+  while (($(jobs -rp | wc -l) >= blockscale_jobs)); do
+    wait -n || true
+  done
+  echo "Compiling tests/cuda/kernels.cu for sm_$arch"
+  compiled+=("$arch")
+  rm -f "$out/rc.sm_$arch"
+  (
+    start=$SECONDS
+    rc=0
+    "$nvcc" "${flags[@]}" -cubin -gencode "arch=compute_$arch,code=sm_$arch" "$source" \
+      -o "$cubin.tmp" 2>"$out/ptxas.sm_$arch$suffix.log" || rc=$?
+    if ((rc == 0)); then
+      mv "$cubin.tmp" "$cubin"
+      echo "  sm_$arch: $((SECONDS - start)) s"
+    fi
+    echo "$rc" >"$out/rc.sm_$arch"
+  ) &
+done
+wait
+for arch in "${compiled[@]}"; do
+  if [[ $(cat "$out/rc.sm_$arch" 2>/dev/null) != 0 ]]; then
+    echo "error: nvcc failed for sm_$arch (see $out/ptxas.sm_$arch$suffix.log)" >&2
+    exit 1
+  fi
+done
+
+report=(python3 "$blockscale_root/tests/cuda/cuda_static.py" report --listing "$out/sass")
+for arch in $archs; do
+  report+=(--cubin "sm_$arch=$out/kernels.sm_$arch$suffix.cubin")
+  report+=(--ptxas-log "sm_$arch=$out/ptxas.sm_$arch$suffix.log")
+done
+if [[ $sass_arch != none ]]; then
+  report+=(--sass-arch "sm_$sass_arch")
+fi
+{
+  echo "# CUDA static report, $(date -u +%Y-%m-%d)"
+  echo
+  kernels="the kernels of tests/cuda/kernels.cu"
+  ((all_kernels)) && kernels="every kernel the launchers can choose"
+  echo "$("$nvcc" --version | grep release); cuobjdump and nvdisasm $tools_version; $kernels."
+  echo
+  "${report[@]}"
+} | tee "$out/report$suffix.md"
+echo
+echo "Written to $out/report$suffix.md; weighted SASS listings in $out/sass/"
