@@ -96,6 +96,7 @@ __global__ void spin(long long cycles) {
   while (clock64() - start < cycles) {
   }
 }
+
 // ------------------------------------------------------------------------------------------------
 // The device backend (see bench_core.hpp for what a backend provides).
 
@@ -110,11 +111,15 @@ public:
   explicit device_backend(int device) : device_(device) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     check_cuda(cudaGetDeviceProperties(&props_, device), "cudaGetDeviceProperties");
-    check_cuda(cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device),
-               "cudaDeviceGetAttribute(ClockRate)");
-    spin_khz_ = clock_khz_ > 0 ? clock_khz_ : 2000000; // only sizes the spin
-    check_cuda(cudaDeviceGetAttribute(&memory_clock_khz_, cudaDevAttrMemoryClockRate, device),
-               "cudaDeviceGetAttribute(MemoryClockRate)");
+    // The clocks are for the report and for sizing the spin only: a runtime that no longer
+    // answers (CUDA 13 dropped them from cudaDeviceProp) gives 0, not a failure.
+    if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device) != cudaSuccess)
+      clock_khz_ = 0;
+    if (cudaDeviceGetAttribute(&memory_clock_khz_, cudaDevAttrMemoryClockRate, device) !=
+        cudaSuccess)
+      memory_clock_khz_ = 0;
+    (void)cudaGetLastError();
+    spin_khz_ = clock_khz_ > 0 ? clock_khz_ : 2000000;
     check_cuda(cudaDriverGetVersion(&driver_), "cudaDriverGetVersion");
     check_cuda(cudaRuntimeGetVersion(&runtime_), "cudaRuntimeGetVersion");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
@@ -287,17 +292,17 @@ public:
   /// `op` captured once into a CUDA graph; the result replays it.
   template <class Op>
   auto captured(Op&& op) {
-    struct graph {
+    struct captured_graph {
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
-      ~graph() {
+      ~captured_graph() {
         if (exec != nullptr)
           (void)cudaGraphExecDestroy(exec);
         if (graph != nullptr)
           (void)cudaGraphDestroy(graph);
       }
     };
-    auto g = std::make_shared<graph>();
+    auto g = std::make_shared<captured_graph>();
     check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                "cudaStreamBeginCapture");
     try {
