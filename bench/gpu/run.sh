@@ -19,10 +19,12 @@
 #      blockscale_test_<area>, and the CUDA examples), the other examples whose names contain
 #      "cuda", and blockscale_bench_quantize_cuda (if that fails, once more on its own with
 #      warnings not errors);
-#   5. ctest -L cuda --output-on-failure, then those other examples;
-#   6. the benchmark, its table written with --out;
+#   5. the benchmark, its table written with --out (first: its numbers are what the session is
+#      for, and it checks each configuration against the host itself);
+#   6. ctest -L cuda --output-on-failure, then those other examples;
 #   7. compute-sanitizer --tool memcheck, then --tool racecheck (--error-exitcode 86), on the
-#      benchmark's --quick run and on each test labelled cuda (its command line), smallest first;
+#      benchmark's --quick run and on each test labelled cuda (its command line), smallest first,
+#      4 at a time;
 #   8. a summary, printed last; with $OUT set, summary.txt, bench_quantize_cuda.md and
 #      logs.tar.gz (every log) are copied there.
 # Idempotent: the build trees are reused (an incremental build), the logs are made afresh.
@@ -30,7 +32,8 @@
 # Environment: BLOCKSCALE_GPU_BUDGET (seconds, default 450); BLOCKSCALE_GPU_STAGES, the stages
 # after the build to run (default "tests bench sanitize"; e.g. "bench" for a rerun of the
 # benchmark alone); BLOCKSCALE_BENCH_ARGS, more arguments for the benchmark (e.g. "--only MoE");
-# BLOCKSCALE_GPU_ARCH, the CUDA architecture (default: the device's).
+# BLOCKSCALE_GPU_ARCH, the CUDA architecture (default: the device's); BLOCKSCALE_GPU_SANITIZE_JOBS,
+# sanitizer runs side by side (default 4).
 set -u
 set -o pipefail
 
@@ -126,10 +129,10 @@ finish() {
   {
     echo "bench/gpu/run.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $((SECONDS - start))s of a" \
       "${budget}s budget, CUDA architecture ${arch:-?}"
-    printf '%-44s %-34s %s\n' step result seconds
+    printf '%-60s %-34s %s\n' step result seconds
     local i
     for i in "${!step_names[@]}"; do
-      printf '%-44s %-34s %s\n' "${step_names[$i]}" "${step_results[$i]}" "${step_seconds[$i]}"
+      printf '%-60s %-34s %s\n' "${step_names[$i]}" "${step_results[$i]}" "${step_seconds[$i]}"
     done
     echo "failures: $failures"
   } >"$logs/summary.txt"
@@ -430,7 +433,25 @@ if [[ ! -x $bench_exe ]] && { stage bench || stage sanitize; }; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 5. Tests and examples.
+# 5. The benchmark, first: its numbers are what a device session is for, and it checks its own
+# configurations against the host.
+
+if ! stage bench; then
+  log "stage 'bench' not asked for (BLOCKSCALE_GPU_STAGES)"
+elif [[ -x $bench_exe ]]; then
+  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    >"$logs/gpu-before-bench.log" 2>&1
+  run_step bench 240 "$bench_exe" --out "$logs/bench_quantize_cuda.md" \
+    ${extra_bench_args[@]+"${extra_bench_args[@]}"}
+  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    >"$logs/gpu-after-bench.log" 2>&1
+else
+  log "no benchmark executable ($bench_exe)"
+  record bench "NOT BUILT" 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 6. Tests and examples.
 
 runnable=() # the command lines (tab-separated) of the tests labelled cuda that were built
 if ((main_ok && need_tests)); then
@@ -460,25 +481,27 @@ for e in ${examples[@]+"${examples[@]}"}; do
 done
 
 # ---------------------------------------------------------------------------------------------
-# 6. The benchmark.
+# 7. compute-sanitizer: memcheck on everything, then racecheck, smallest executable first, a few
+# runs at a time (BLOCKSCALE_GPU_SANITIZE_JOBS, default 4: mostly host-bound, so running them
+# side by side covers more before the deadline).
 
-if ! stage bench; then
-  log "stage 'bench' not asked for (BLOCKSCALE_GPU_STAGES)"
-elif [[ -x $bench_exe ]]; then
-  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
-    >"$logs/gpu-before-bench.log" 2>&1
-  run_step bench 240 "$bench_exe" --out "$logs/bench_quantize_cuda.md" \
-    ${extra_bench_args[@]+"${extra_bench_args[@]}"}
-  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
-    >"$logs/gpu-after-bench.log" 2>&1
-else
-  log "no benchmark executable ($bench_exe)"
-  record bench "NOT BUILT" 0
-fi
-
-# ---------------------------------------------------------------------------------------------
-# 7. compute-sanitizer: memcheck on everything, then racecheck, smallest executable first.
-
+sanitize_jobs=${BLOCKSCALE_GPU_SANITIZE_JOBS:-4}
+declare -A job_name=() job_limit=() job_start=()
+running=()
+# Records the sanitizer runs that have ended.
+reap() {
+  local still=() pid rc
+  for pid in ${running[@]+"${running[@]}"}; do
+    if kill -0 "$pid" 2>/dev/null; then
+      still+=("$pid")
+    else
+      rc=0
+      wait "$pid" || rc=$?
+      outcome "${job_name[$pid]}" "$rc" "${job_limit[$pid]}" $((SECONDS - job_start[$pid]))
+    fi
+  done
+  running=(${still[@]+"${still[@]}"})
+}
 if ! stage sanitize; then
   log "stage 'sanitize' not asked for (BLOCKSCALE_GPU_STAGES)"
 elif have compute-sanitizer; then
@@ -490,16 +513,41 @@ elif have compute-sanitizer; then
       printf '%s\t%s\n' "$(stat -c %s "${line%%$'\t'*}")" "$line"
     done | sort -n)
   fi
+  queue=() # name, then the command, tab-separated
   for tool in memcheck racecheck; do
+    sanitizer=$'compute-sanitizer\t--tool\t'"$tool"$'\t--error-exitcode\t'"$sanitizer_error"
     if [[ -x $bench_exe ]]; then
-      run_step "sanitize-$tool-bench-quick" 120 compute-sanitizer --tool "$tool" \
-        --error-exitcode "$sanitizer_error" "$bench_exe" --quick
+      queue+=("sanitize-$tool-bench-quick"$'\t'"$sanitizer"$'\t'"$bench_exe"$'\t--quick')
     fi
     for line in ${by_size[@]+"${by_size[@]}"}; do
-      IFS=$'\t' read -r -a command <<<"$line"
-      run_step "sanitize-$tool-${command[0]##*/}" 150 compute-sanitizer --tool "$tool" \
-        --error-exitcode "$sanitizer_error" "${command[@]}"
+      exe=${line%%$'\t'*}
+      queue+=("sanitize-$tool-${exe##*/}"$'\t'"$sanitizer"$'\t'"$line")
     done
+  done
+  for entry in ${queue[@]+"${queue[@]}"}; do
+    IFS=$'\t' read -r -a parts <<<"$entry"
+    name=${parts[0]}
+    while ((${#running[@]} >= sanitize_jobs)); do
+      wait -n 2>/dev/null || sleep 1
+      reap
+    done
+    limit=$(limit_for 200)
+    if ((limit < 15)); then
+      log "SKIP $name: the time budget is spent"
+      record "$name" "SKIPPED (no time left)" 0
+      continue
+    fi
+    log "==> $name (limit ${limit}s, alongside ${#running[@]} more): ${parts[*]:1}"
+    timeout --kill-after=10 "$limit" "${parts[@]:1}" >"$logs/$name.log" 2>&1 &
+    pid=$!
+    job_name[$pid]=$name
+    job_limit[$pid]=$limit
+    job_start[$pid]=$SECONDS
+    running+=("$pid")
+  done
+  while ((${#running[@]} > 0)); do
+    wait -n 2>/dev/null || sleep 1
+    reap
   done
 else
   log "compute-sanitizer not found"
