@@ -98,18 +98,7 @@ struct amax_program {
         }
       });
     } else {
-      if (done == nullptr || warp.index() != 0)
-        return;
-      warp.each([&](int lane) {
-        if (lane != 0)
-          return;
-        warp.fence();
-        if (warp.atomic_add(done, 1u) + 1 == cta.count) {
-          warp.fence();
-          completion(warp);
-          *done = 0;
-        }
-      });
+      detail::complete_last_cta(warp, cta, done, completion);
     }
   }
 

@@ -153,6 +153,26 @@ BLOCKSCALE_HOST_DEVICE void publish_counts(Warp& warp, lanes<Warp, lane_counts>&
   });
 }
 
+/// The last phase of a program with a completion action: warp 0's lane 0 of each CTA counts the
+/// CTA done in `*done` (when set); the CTA that counts last runs `completion` — every other CTA's
+/// writes are then visible — and resets the counter for the next launch.
+template <class Warp, class Completion>
+BLOCKSCALE_HOST_DEVICE void complete_last_cta(Warp& warp, cta_coord cta, std::uint32_t* done,
+                                              const Completion& completion) {
+  if (done == nullptr || warp.index() != 0)
+    return;
+  warp.each([&](int lane) {
+    if (lane != 0)
+      return;
+    warp.fence();
+    if (warp.atomic_add(done, 1u) + 1 == cta.count) {
+      warp.fence();
+      completion(warp);
+      *done = 0;
+    }
+  });
+}
+
 } // namespace detail
 
 /// The quantize program over input element type T (float, bfloat16, float16) with a rowwise and a
@@ -211,18 +231,7 @@ struct quantize_program {
       if constexpr (ColumnOutput::enabled)
         quantize_units<true>(warp, cta, columnwise, shared, r0, c0);
     } else {
-      if (done == nullptr || warp.index() != 0)
-        return;
-      warp.each([&](int lane) {
-        if (lane != 0)
-          return;
-        warp.fence();
-        if (warp.atomic_add(done, 1u) + 1 == cta.count) {
-          warp.fence();
-          completion(warp);
-          *done = 0;
-        }
-      });
+      detail::complete_last_cta(warp, cta, done, completion);
     }
   }
 
