@@ -23,6 +23,14 @@
 
 /// Forces inlining of the per-element codec functions, whose call overhead would otherwise dominate
 /// the loops that call them.
+/// Full unrolling of a loop with a compile-time trip count in device code (register arrays stay
+/// in registers only when every index is a constant); nothing in host passes.
+#if defined(__CUDA_ARCH__)
+#define BLOCKSCALE_UNROLL _Pragma("unroll")
+#else
+#define BLOCKSCALE_UNROLL
+#endif
+
 #if defined(__CUDACC__)
 #define BLOCKSCALE_FORCEINLINE __forceinline__
 #elif defined(__GNUC__) || defined(__clang__)

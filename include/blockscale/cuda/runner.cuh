@@ -48,6 +48,38 @@ __global__ void __launch_bounds__(Program::threads) program_kernel(const Program
   detail::run_device_phases<0>(program, warp, cta_coord{blockIdx.x, gridDim.x}, shared);
 }
 
+namespace detail {
+template <int Phase, class Program, class State>
+__device__ __forceinline__ void
+run_loop_phases(const Program& program, device_warp& warp, cta_coord cta,
+                typename Program::shared_storage& shared, State& state, int step) {
+  program.template step<Phase>(warp, cta, shared, state, step);
+  if constexpr (Phase + 1 < Program::loop_phases) {
+    __syncthreads();
+    run_loop_phases<Phase + 1>(program, warp, cta, shared, state, step);
+  }
+}
+} // namespace detail
+
+/// Runs one CTA of a *looped* program: `begin`, then `steps(cta)` times the phases
+/// `step<0..loop_phases-1>` with `__syncthreads()` between phases (not between steps: a step's
+/// first phase is what comes before its barrier), then `end`. Each thread keeps its
+/// `warp_state<device_warp>` in registers throughout. Shared storage is dynamic, so it may pass
+/// 48 KiB.
+template <class Program>
+__global__ void __launch_bounds__(Program::threads) looped_program_kernel(const Program program) {
+  extern __shared__ __align__(16) unsigned char looped_shared[];
+  auto& shared = *reinterpret_cast<typename Program::shared_storage*>(looped_shared);
+  device_warp warp;
+  const cta_coord cta{blockIdx.x, gridDim.x};
+  typename Program::template warp_state<device_warp> state;
+  program.begin(warp, cta, shared, state);
+  const int steps = program.steps(cta);
+  for (int step = 0; step < steps; ++step)
+    detail::run_loop_phases<0>(program, warp, cta, shared, state, step);
+  program.end(warp, cta, shared, state);
+}
+
 /// Queues programs on `stream`.
 struct device_runner {
   cudaStream_t stream = nullptr;
@@ -62,6 +94,23 @@ struct device_runner {
     return detail::cuda_status(cudaGetLastError(), "kernel launch");
   }
 
+  template <class Program>
+  status run_looped(const Program& program, std::size_t ctas) {
+    if (ctas == 0)
+      return {};
+    constexpr int bytes = static_cast<int>(sizeof(typename Program::shared_storage));
+    if (bytes > 48 * 1024) {
+      const status set = detail::cuda_status(
+          cudaFuncSetAttribute(looped_program_kernel<Program>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "cudaFuncSetAttribute (dynamic shared memory)");
+      if (!set)
+        return set;
+    }
+    looped_program_kernel<Program>
+        <<<static_cast<unsigned>(ctas), Program::threads, bytes, stream>>>(program);
+    return detail::cuda_status(cudaGetLastError(), "kernel launch");
+  }
   std::size_t persistent_ctas() const {
     int device = 0, sms = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||

@@ -23,6 +23,14 @@
 ///   `sum_over(v, width)`       the same with the sum
 ///   `atomic_add(p, v)`, `atomic_max(p, v)` on global memory (returning the old value), `fence()`
 ///   (a `__threadfence`), `load_volatile(p)`: what lane code calls for memory other CTAs touch.
+///   `mma(atom, d, a, b, c[, sfa, sfb])` one tensor-core instruction of the warp
+///   (cuda/warp/mma.hpp) `mul_bf16x2(a, b)`         (static) `mul.rn.bf16x2`, the dequantizer's
+///   multiply `copy_async(to, from, bytes, valid)` `cp.async` of `bytes` (4, 8 or 16) bytes global
+///   → shared,
+///                              of which the first `valid` are read and the rest zero-filled;
+///                              `commit_async()` closes a group, `wait_async<N>()` waits until at
+///                              most N groups are in flight (`cp.async.commit_group` /
+///                              `wait_group`)
 #pragma once
 
 #include <cstdint>
@@ -100,6 +108,55 @@ public:
   template <class T>
   __device__ __forceinline__ static T load_volatile(const T* p) noexcept {
     return *static_cast<const volatile T*>(p);
+  }
+
+  /// One MMA of the warp: each thread passes its own registers.
+  template <class Atom, class D, class A, class B>
+  __device__ __forceinline__ void mma(Atom, lanes<D>& d, const lanes<A>& a, const lanes<B>& b,
+                                      const lanes<D>& c) const {
+    Atom::fma(d.value, a.value, b.value, c.value);
+  }
+  template <class Atom, class D, class A, class B>
+  __device__ __forceinline__ void mma(Atom, lanes<D>& d, const lanes<A>& a, const lanes<B>& b,
+                                      const lanes<D>& c, const lanes<std::uint32_t>& sfa,
+                                      const lanes<std::uint32_t>& sfb) const {
+    Atom::fma(d.value, a.value, b.value, c.value, sfa.value, sfb.value);
+  }
+
+  __device__ __forceinline__ static void copy_async(void* to, const void* from, int bytes,
+                                                    int valid) noexcept {
+    const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
+    if (bytes == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(from),
+                   "r"(valid)
+                   : "memory");
+    else if (bytes == 8)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared), "l"(from),
+                   "r"(valid)
+                   : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(from),
+                   "r"(valid)
+                   : "memory");
+  }
+  __device__ __forceinline__ void commit_async() const noexcept {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  template <int N>
+  __device__ __forceinline__ void wait_async() const noexcept {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+  }
+
+  /// Two bf16 products, each rounded to nearest even, subnormals kept (sm_80: an fma with -0).
+  __device__ __forceinline__ static std::uint32_t mul_bf16x2(std::uint32_t a,
+                                                             std::uint32_t b) noexcept {
+    std::uint32_t d;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+#endif
+    return d;
   }
 };
 #endif

@@ -33,6 +33,15 @@ struct host_runner {
     ++launches;
     return {};
   }
+  /// When emulated asynchronous copies land (host_warp.hpp).
+  async_copies copies = async_copies::eager;
+  template <class Program>
+  cuda::status run_looped(const Program& program, std::size_t ctas) {
+    run_looped_grid(program, ctas, order_seed, copies);
+    ctas_run += ctas;
+    ++launches;
+    return {};
+  }
   std::size_t persistent_ctas() const noexcept { return persistent; }
 };
 

@@ -1,0 +1,282 @@
+/// \file cuda/warp/tile.hpp
+/// Fragment loaders and the warp tile: what a kernel calls, per k-step, to multiply a warp's
+/// share of two block-scaled operands staged in shared memory.
+///
+/// Shared memory holds each operand as rows of packed E2M1 (K-major, element 2i in the low nibble
+/// of byte i, as in global memory) and its scale codes row-major, one byte per block
+/// (`shared_operand`). The caller chooses the strides; `tile_layout` (below) gives ones free of
+/// bank conflicts for these loaders.
+///
+/// Two paths (tags):
+/// - `bf16_path`: the loaders dequantize in registers (cuda/warp/dequant.hpp) and feed
+///   `mma_bf16_m16n8k16`; any scale formats, A's and B's may differ (NVFP4 × MXFP4,
+///   UE5M3 × UE4M3 ...). k-step 64. Inside a dot product any bijection of k applied to A and B
+///   alike leaves the result unchanged, so thread t of a group takes k in [16t, 16t + 16) of each
+///   k64 chunk: one 8-byte load per row (exactly one NVFP4 block, half an MXFP4 block), one scale
+///   per row per k64, and no shuffle of the nibbles. Its eight bf16 pairs (k, k + 4), k = 16t + j
+///   and 16t + 8 + j, j < 4, feed the four k16 MMAs: MMA s takes pairs 2s and 2s + 1.
+/// - `block_scaled_path`: `mma_e2m1_m16n8k64` on sm_120a, NVFP4 × NVFP4 or MXFP4 × MXFP4. k-step
+///   128 (two MMAs, whose selectors pick the scale lanes or bytes of the step). Each register is
+///   eight consecutive k of one row: four-byte loads, no shuffle; each lane loads one 32-bit scale
+///   word per 16 rows: four consecutive scale codes of a row (four UE4M3 for a k64 step, four
+///   UE8M0 for a k128 step), which is one word of the 128×4 tensor-core scale layout.
+///
+/// The accumulators hold the dot products times 2^-accumulator_exponent (the bf16 path's scale
+/// fold); multiply by 2^accumulator_exponent and the tensor scales in the epilogue.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../../block/block_format.hpp"
+#include "../../config.hpp"
+#include "../warp.hpp"
+#include "dequant.hpp"
+#include "mma.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+namespace cuda {
+namespace warp {
+
+/// One operand's tile in shared memory (see the file comment). Row r's packed elements start at
+/// `elements + r · stride`, its scale codes at `scales + r · scale_stride`.
+struct shared_operand {
+  const std::uint8_t* elements = nullptr;
+  int stride = 0;
+  const std::uint8_t* scales = nullptr;
+  int scale_stride = 0;
+
+  /// The same tile from row `r` on.
+  BLOCKSCALE_HOST_DEVICE constexpr shared_operand from_row(int r) const noexcept {
+    return {elements + r * stride, stride, scales + r * scale_stride, scale_stride};
+  }
+};
+
+struct bf16_path {};
+struct block_scaled_path {};
+
+namespace detail {
+template <class T>
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE T load_shared(const std::uint8_t* p) noexcept {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const T*>(p);
+#else
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+#endif
+}
+struct alignas(8) word_pair {
+  std::uint32_t lo, hi;
+};
+} // namespace detail
+
+/// Byte offsets of what lane `lane` loads, for the bank-conflict check and the loaders alike.
+struct load_offsets {
+  /// bf16 path: the 8 bytes of row `row` (< rows of the operand) for the k64 chunk at `k0`.
+  BLOCKSCALE_HOST_DEVICE static constexpr int bf16_elements(int lane, int row, int k0,
+                                                            int stride) noexcept {
+    return (void)lane, row * stride + (k0 + 16 * (lane % 4)) / 2;
+  }
+  /// bf16 path: the scale code of that row and chunk, for blocks of `block` elements.
+  BLOCKSCALE_HOST_DEVICE static constexpr int bf16_scale(int lane, int row, int k0, int block,
+                                                         int scale_stride) noexcept {
+    return (void)lane, row * scale_stride + (k0 + 16 * (lane % 4)) / block;
+  }
+  /// block-scaled path: the 4 bytes of register `reg` (A: 0..3, B: 0..1 with `b` true) for the
+  /// k64 step at `k0`.
+  BLOCKSCALE_HOST_DEVICE static constexpr int native_elements(int lane, int reg, bool b, int k0,
+                                                              int stride) noexcept {
+    return (lane / 4 + (b ? 0 : 8 * (reg & 1))) * stride +
+           (k0 + 8 * (lane % 4) + 32 * (b ? reg : reg >> 1)) / 2;
+  }
+};
+
+/// The warp tile: a WarpM × WarpN block of C = A · Bᵀ, accumulated in registers over k-steps.
+/// A downstream kernel keeps an `accumulators<Warp>` per warp, calls `step` for each k-step of
+/// the staged tiles (A's rows and B's rows of this warp, `k_step` columns from `k0`), and reads
+/// the result through `coord_of`.
+template <class Path, int WarpM, int WarpN, class FormatA, class FormatB>
+struct warp_tile {
+  static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "warp tiles are made of m16n8 atoms");
+  static_assert(std::is_same<typename FormatA::element_type, e2m1>::value &&
+                    std::is_same<typename FormatB::element_type, e2m1>::value,
+                "the warp GEMM takes E2M1 operands");
+  static constexpr bool native = std::is_same<Path, block_scaled_path>::value;
+  static_assert(!native ||
+                    (std::is_same<FormatA, FormatB>::value &&
+                     (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value)),
+                "the block-scaled MMA takes NVFP4 × NVFP4 or MXFP4 × MXFP4; use bf16_path for "
+                "UE5M3 and mixed formats");
+  static_assert(native || std::is_same<Path, bf16_path>::value, "Path is bf16_path or "
+                                                                "block_scaled_path");
+
+  static constexpr int warp_m = WarpM, warp_n = WarpN;
+  static constexpr int tiles_m = WarpM / 16, tiles_n = WarpN / 8;
+  /// k consumed by one `step`.
+  static constexpr int k_step = native ? 128 : 64;
+  using scale_a = typename FormatA::scale_type;
+  using scale_b = typename FormatB::scale_type;
+  /// The accumulators are the exact products times 2^-accumulator_exponent.
+  static constexpr int accumulator_exponent =
+      native ? 0 : dequant_scale<scale_a>::offset + dequant_scale<scale_b>::offset;
+
+  template <class Warp>
+  struct accumulators {
+    lanes<Warp, accumulator_fragment> tile[tiles_m][tiles_n];
+  };
+
+  /// (m, n) in the warp tile of register `reg` of atom (i, j) of lane `lane`.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord coord_of(int lane, int i, int j, int reg) noexcept {
+    return {16 * i + detail::accumulator_coord(lane, reg).row,
+            8 * j + detail::accumulator_coord(lane, reg).col};
+  }
+
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void clear(const Warp& warp, accumulators<Warp>& acc) {
+    warp.each([&](int lane) {
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        BLOCKSCALE_UNROLL
+      for (int j = 0; j < tiles_n; ++j)
+        BLOCKSCALE_UNROLL
+      for (float& x : acc.tile[i][j][lane].r)
+        x = 0.0f;
+    });
+  }
+
+  /// acc += A[WarpM rows of `a`][k0, k0 + k_step) · B[WarpN rows of `b`][same k]ᵀ.
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
+                                          shared_operand a, shared_operand b, int k0) {
+    if constexpr (native)
+      step_native(warp, acc, a, b, k0);
+    else
+      step_bf16(warp, acc, a, b, k0);
+  }
+
+  /// bf16 path: the eight bf16 pairs of lane `lane` for `row` of `s` at chunk `k0`.
+  template <class Warp, class Scale, int Block>
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
+  dequantize_row(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
+    const auto words = detail::load_shared<detail::word_pair>(
+        s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
+    const scale_multiplier m = dequant_scale<Scale>::multiplier(
+        s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
+    dequantize8<Warp, Scale>(words.lo, m, pairs);
+    dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
+  }
+
+private:
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step_bf16(const Warp& warp, accumulators<Warp>& acc,
+                                               const shared_operand& a, const shared_operand& b,
+                                               int k0) {
+    // A for the whole warp tile (tiles_m × 4 k16 steps), then B one n8 column at a time.
+    lanes<Warp, a_fragment> fa[tiles_m][4];
+    warp.each([&](int lane) {
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        BLOCKSCALE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        std::uint32_t p[8];
+        dequantize_row<Warp, scale_a, FormatA::block_size>(a, lane, 16 * i + lane / 4 + 8 * h, k0,
+                                                           p);
+        BLOCKSCALE_UNROLL
+        for (int s = 0; s < 4; ++s) {
+          fa[i][s][lane].r[h] = p[2 * s];
+          fa[i][s][lane].r[h + 2] = p[2 * s + 1];
+        }
+      }
+    });
+    BLOCKSCALE_UNROLL
+    for (int j = 0; j < tiles_n; ++j) {
+      lanes<Warp, b_fragment> fb[4];
+      warp.each([&](int lane) {
+        std::uint32_t p[8];
+        dequantize_row<Warp, scale_b, FormatB::block_size>(b, lane, 8 * j + lane / 4, k0, p);
+        BLOCKSCALE_UNROLL
+        for (int s = 0; s < 4; ++s) {
+          fb[s][lane].r[0] = p[2 * s];
+          fb[s][lane].r[1] = p[2 * s + 1];
+        }
+      });
+      BLOCKSCALE_UNROLL
+      for (int s = 0; s < 4; ++s)
+        BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
+    }
+  }
+
+  // NVFP4: the k64 step s uses ThreadA = ThreadB = s (lanes with t / 2 == s hold its A scales);
+  // MXFP4: one word covers both steps, ByteA = ByteB = 2s.
+  template <int S>
+  using native_atom =
+      std::conditional_t<std::is_same<FormatA, nvfp4>::value,
+                         mma_e2m1_m16n8k64<ue4m3, scale_vector::x4, 0, S, 0, S>,
+                         mma_e2m1_m16n8k64<ue8m0, scale_vector::x2, 2 * S, 0, 2 * S, 0>>;
+
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step_native(const Warp& warp, accumulators<Warp>& acc,
+                                                 const shared_operand& a, const shared_operand& b,
+                                                 int k0) {
+    constexpr bool nv = std::is_same<FormatA, nvfp4>::value;
+    lanes<Warp, std::uint32_t> sfa[tiles_m], sfb[tiles_n];
+    warp.each([&](int lane) {
+      const int g = lane / 4, t = lane % 4;
+      // NVFP4: lane (g, t) holds row g + 8·(t % 2) of step t / 2. MXFP4: row g + 8·(t % 2).
+      const int kb = nv ? (k0 + 64 * (t / 2)) / 16 : k0 / 32;
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        sfa[i][lane] = detail::load_shared<std::uint32_t>(
+            a.scales + (16 * i + g + 8 * (t % 2)) * a.scale_stride + kb);
+      // NVFP4: lane (g, t) holds column g of step t % 2 (ThreadB = step); MXFP4: column g.
+      const int kbb = nv ? (k0 + 64 * (t % 2)) / 16 : k0 / 32;
+      BLOCKSCALE_UNROLL
+      for (int j = 0; j < tiles_n; ++j)
+        sfb[j][lane] =
+            detail::load_shared<std::uint32_t>(b.scales + (8 * j + g) * b.scale_stride + kbb);
+    });
+    run_native_step<0>(warp, acc, a, b, k0, sfa, sfb);
+    run_native_step<1>(warp, acc, a, b, k0 + 64, sfa, sfb);
+  }
+
+  template <int S, class Warp>
+  BLOCKSCALE_HOST_DEVICE static void
+  run_native_step(const Warp& warp, accumulators<Warp>& acc, const shared_operand& a,
+                  const shared_operand& b, int k0, const lanes<Warp, std::uint32_t> (&sfa)[tiles_m],
+                  const lanes<Warp, std::uint32_t> (&sfb)[tiles_n]) {
+    lanes<Warp, a_fragment> fa[tiles_m];
+    warp.each([&](int lane) {
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        BLOCKSCALE_UNROLL
+      for (int r = 0; r < 4; ++r)
+        fa[i][lane].r[r] = detail::load_shared<std::uint32_t>(
+            a.elements + 16 * i * a.stride +
+            load_offsets::native_elements(lane, r, false, k0, a.stride));
+    });
+    BLOCKSCALE_UNROLL
+    for (int j = 0; j < tiles_n; ++j) {
+      lanes<Warp, b_fragment> fb;
+      warp.each([&](int lane) {
+        BLOCKSCALE_UNROLL
+        for (int r = 0; r < 2; ++r)
+          fb[lane].r[r] = detail::load_shared<std::uint32_t>(
+              b.elements + 8 * j * b.stride +
+              load_offsets::native_elements(lane, r, true, k0, b.stride));
+      });
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i)
+        warp.mma(native_atom<S>{}, acc.tile[i][j], fa[i], fb, acc.tile[i][j], sfa[i], sfb[j]);
+    }
+  }
+};
+
+} // namespace warp
+} // namespace cuda
+} // namespace v0
+} // namespace blockscale

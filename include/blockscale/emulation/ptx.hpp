@@ -1,0 +1,451 @@
+/// \file emulation/ptx.hpp
+/// Host versions of the PTX instructions the warp-level GEMM is built from, written from the PTX
+/// ISA's description of each and nothing else, so that they can serve as an oracle: the bf16x2
+/// arithmetic `mul.rn.bf16x2` and `fma.rn.bf16x2`, the tensor-core products
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` and
+/// `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale`, the shared-memory matrix loads
+/// `ldmatrix.sync.aligned.m8n8.{x2,x4}[.trans].shared.b16`, and `shfl.sync.{idx,bfly}` as CUDA's
+/// `__shfl_sync` / `__shfl_xor_sync` issue them with a full mask. A warp register is an array of
+/// 32 values indexed by lane; lane L is in group g = L / 4 with thread-in-group t = L % 4.
+///
+/// Exactness contract. The bf16x2 operations are exact: every result is the correctly rounded
+/// (nearest, ties to even) bf16 of the exact product or exact a·b + c, subnormal results kept,
+/// overflow to ±Inf, any NaN result the canonical 0x7FFF. The loads and shuffles only move bits.
+/// The MMAs compute each output as the exact sum of its products and its accumulator, rounded once
+/// to float (nearest even, subnormals kept, overflow to ±Inf). The ISA leaves the order and width
+/// of the hardware's accumulation unspecified, so the hardware equals this emulation whenever that
+/// exact sum is a float (the case tests construct); otherwise it may differ by a few float ulps of
+/// the largest partial sum. NaN and Inf follow IEEE rules: any NaN operand, Inf · 0 or Inf − Inf
+/// gives NaN (canonical 0x7FFFFFFF), else an Inf operand gives that Inf. An exact zero is −0 only
+/// when every addend is −0 (IEEE's rule for sums; the ISA does not document the tensor cores'
+/// zero sign).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "../detail/bits.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+namespace emulation {
+namespace ptx {
+
+/// Lanes in a warp.
+constexpr int lanes = 32;
+
+/// A position in a tile: `row` and `col` as the instruction names them (m, k for A; n, k for B;
+/// m, n for C and D).
+struct coord {
+  int row;
+  int col;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Fragment maps: where each element of a register of each lane sits in the tile.
+
+/// m16n8k16 bf16 A (16×16, row-major m×k): register r of lane L, half h (0 = low).
+constexpr coord bf16_a_coord(int lane, int reg, int half) noexcept {
+  return {lane / 4 + 8 * (reg & 1), 2 * (lane % 4) + half + 8 * (reg >> 1)};
+}
+/// m16n8k16 bf16 B (8×16 stored as n×k, i.e. column-major k×n): register r, half h.
+constexpr coord bf16_b_coord(int lane, int reg, int half) noexcept {
+  return {lane / 4, 2 * (lane % 4) + half + 8 * reg};
+}
+/// m16n8k64 E2M1 A (16×64, m×k): register r of lane L, nibble i (bits [4i, 4i + 4)).
+constexpr coord fp4_a_coord(int lane, int reg, int nibble) noexcept {
+  return {lane / 4 + 8 * (reg & 1), 8 * (lane % 4) + nibble + 32 * (reg >> 1)};
+}
+/// m16n8k64 E2M1 B (8×64, n×k): register r, nibble i.
+constexpr coord fp4_b_coord(int lane, int reg, int nibble) noexcept {
+  return {lane / 4, 8 * (lane % 4) + nibble + 32 * reg};
+}
+/// C and D of both MMAs (16×8 floats, m×n): register r of lane L.
+constexpr coord accumulator_coord(int lane, int reg) noexcept {
+  return {lane / 4 + 8 * (reg >> 1), 2 * (lane % 4) + (reg & 1)};
+}
+/// The lane whose scale-a register holds row m's scale factors, for thread-id-a ∈ {0, 1}.
+constexpr int scale_a_lane(int m, int thread_id_a) noexcept {
+  return 4 * (m % 8) + m / 8 + 2 * thread_id_a;
+}
+/// The lane whose scale-b register holds column n's scale factors, for thread-id-b ∈ 0..3.
+constexpr int scale_b_lane(int n, int thread_id_b) noexcept {
+  return 4 * n + thread_id_b;
+}
+
+namespace detail {
+
+/// `x` rounded to `precision` significant bits with a quantum of at least 2^min_exponent (nearest,
+/// ties to even), magnitudes that round to 2^128 or beyond becoming ±Inf; zeros keep their sign.
+/// Correct for the exact value `x` — the double is the number rounded, not an approximation of it.
+inline double round_significand(double x, int precision, int min_exponent) noexcept {
+  if (!std::isfinite(x) || x == 0.0)
+    return x;
+  int exponent = 0;
+  std::frexp(x, &exponent); // |x| ∈ [2^(exponent-1), 2^exponent)
+  const int quantum = std::max(exponent - precision, min_exponent);
+  const double scaled = std::ldexp(std::fabs(x), -quantum); // exact: a power-of-two scaling
+  double integer = std::floor(scaled);
+  const double fraction = scaled - integer; // exact: scaled < 2^precision + 1
+  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(integer, 2.0) != 0.0))
+    integer += 1.0;
+  double magnitude = std::ldexp(integer, quantum);
+  if (magnitude >= 0x1p128)
+    magnitude = std::numeric_limits<double>::infinity();
+  return std::copysign(magnitude, x);
+}
+
+/// An exact sum of doubles: a two's-complement fixed-point number of 20 limbs of 32 bits (each
+/// kept in an int64 so additions carry lazily) whose lowest bit weighs 2^-320. Holds exactly any
+/// finite double that is a multiple of 2^-320 and below 2^300 in magnitude — every bf16 product,
+/// scaled E2M1 product and float the MMAs add — and throws std::domain_error on any other finite
+/// term. NaN and Inf terms are recorded aside and decide the result by IEEE rules.
+class exact_sum {
+public:
+  void add(double x) {
+    if (std::isnan(x)) {
+      nan_ = true;
+      return;
+    }
+    if (std::isinf(x)) {
+      (x > 0 ? pos_inf_ : neg_inf_) = true;
+      return;
+    }
+    all_negative_zero_ = all_negative_zero_ && x == 0.0 && std::signbit(x);
+    if (x == 0.0)
+      return;
+    int exponent = 0;
+    const double fraction = std::frexp(std::fabs(x), &exponent);
+    auto significand = static_cast<std::uint64_t>(std::ldexp(fraction, 53));
+    int position = exponent - 53 - lsb_exponent; // of the significand's lowest bit
+    if (exponent > max_exponent || position <= -53 ||
+        (position < 0 && (significand & ((std::uint64_t{1} << -position) - 1)) != 0))
+      throw std::domain_error("emulation::ptx::exact_sum: term outside the exact range");
+    if (position < 0) {
+      significand >>= -position;
+      position = 0;
+    }
+    const int limb = position / 32, shift = position % 32;
+    const std::uint64_t low = (significand & mask) << shift;
+    const std::uint64_t high = (significand >> 32) << shift;
+    const std::int64_t sign = x < 0 ? -1 : 1;
+    limbs_[limb] += sign * static_cast<std::int64_t>(low & mask);
+    limbs_[limb + 1] += sign * static_cast<std::int64_t>((low >> 32) + (high & mask));
+    limbs_[limb + 2] += sign * static_cast<std::int64_t>(high >> 32);
+  }
+
+  /// The sum rounded once to `precision` bits with quantum at least 2^min_exponent (see
+  /// round_significand); NaN for any NaN term or for +Inf and −Inf together.
+  double rounded(int precision, int min_exponent) const {
+    if (nan_ || (pos_inf_ && neg_inf_))
+      return std::numeric_limits<double>::quiet_NaN();
+    if (pos_inf_ || neg_inf_)
+      return pos_inf_ ? std::numeric_limits<double>::infinity()
+                      : -std::numeric_limits<double>::infinity();
+    std::int64_t v[limb_count];
+    std::copy(limbs_, limbs_ + limb_count, v);
+    propagate_carries(v);
+    const bool negative = v[limb_count - 1] < 0;
+    if (negative) { // magnitude: negate every limb and carry again
+      for (std::int64_t& limb : v)
+        limb = -limb;
+      propagate_carries(v);
+    }
+    int top = limb_count - 1;
+    while (top >= 0 && v[top] == 0)
+      --top;
+    if (top < 0)
+      return all_negative_zero_ ? -0.0 : 0.0;
+    // Round to odd at 53 bits, then to nearest at `precision` ≤ 51 bits: the odd rounding keeps
+    // the exact value's side of every point the second rounding decides on, so the pair rounds
+    // correctly (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008).
+    const int high_bit =
+        32 * top + 31 - blockscale::detail::countl_zero(static_cast<std::uint32_t>(v[top]));
+    const int low_bit = std::max(high_bit - 52, 0);
+    std::uint64_t significand = 0;
+    for (int b = high_bit; b >= low_bit; --b)
+      significand = (significand << 1) | static_cast<std::uint64_t>((v[b / 32] >> (b % 32)) & 1);
+    bool inexact =
+        low_bit % 32 != 0 && (v[low_bit / 32] & ((std::int64_t{1} << (low_bit % 32)) - 1)) != 0;
+    for (int i = 0; i < low_bit / 32; ++i)
+      inexact = inexact || v[i] != 0;
+    const double odd =
+        std::ldexp(static_cast<double>(significand | (inexact ? 1u : 0u)), low_bit + lsb_exponent);
+    return round_significand(negative ? -odd : odd, precision, min_exponent);
+  }
+
+private:
+  static constexpr int limb_count = 20, lsb_exponent = -320, max_exponent = 300;
+  static constexpr std::uint64_t mask = 0xFFFFFFFFu;
+
+  // Leaves limbs 0..n-2 in [0, 2^32) and the sign in the top limb.
+  static void propagate_carries(std::int64_t (&v)[limb_count]) noexcept {
+    for (int i = 0; i + 1 < limb_count; ++i) {
+      const std::int64_t low = v[i] & static_cast<std::int64_t>(mask);
+      v[i + 1] += (v[i] - low) / (std::int64_t{1} << 32); // exact: floor(v[i] / 2^32)
+      v[i] = low;
+    }
+  }
+
+  std::int64_t limbs_[limb_count] = {};
+  bool nan_ = false, pos_inf_ = false, neg_inf_ = false, all_negative_zero_ = true;
+};
+
+inline float float_result(double rounded) noexcept {
+  return std::isnan(rounded) ? blockscale::detail::bit_cast<float>(std::uint32_t{0x7FFFFFFFu})
+                             : static_cast<float>(rounded); // exact: rounded is a float or ±Inf
+}
+inline std::uint16_t bf16_bits(double rounded) noexcept { // `rounded`: a bf16 value, ±Inf or NaN
+  if (std::isnan(rounded))
+    return 0x7FFF;
+  return static_cast<std::uint16_t>(
+      blockscale::detail::bit_cast<std::uint32_t>(static_cast<float>(rounded)) >> 16);
+}
+inline std::uint16_t half_of(std::uint32_t word, int half) noexcept {
+  return static_cast<std::uint16_t>(word >> (16 * half));
+}
+
+} // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// bf16 arithmetic
+
+/// The value of a bf16 code (exact: a bf16 is the upper half of a float).
+inline double bf16_value(std::uint16_t bits) noexcept {
+  return blockscale::detail::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+/// The bf16 nearest to `x` (ties to even), bf16 subnormals kept, ±Inf from 2^128·(1 − 2^-9) up,
+/// zeros signed, NaN → 0x7FFF. Correctly rounded only when `x` is the exact value to round: a
+/// double that is itself a rounding of it may round twice.
+inline std::uint16_t bf16_round(double x) noexcept {
+  return detail::bf16_bits(detail::round_significand(x, 8, -133));
+}
+
+/// `mul.rn.bf16x2`: the two bf16 halves multiplied pairwise (a product of two bf16 is exact in
+/// double, so one rounding follows).
+inline std::uint32_t mul_bf16x2(std::uint32_t a, std::uint32_t b) noexcept {
+  std::uint32_t d = 0;
+  for (int h = 0; h < 2; ++h)
+    d |= std::uint32_t{bf16_round(bf16_value(detail::half_of(a, h)) *
+                                  bf16_value(detail::half_of(b, h)))}
+         << (16 * h);
+  return d;
+}
+
+/// `fma.rn.bf16x2`: a·b + c pairwise with a single rounding of the exact value.
+inline std::uint32_t fma_bf16x2(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  std::uint32_t d = 0;
+  for (int h = 0; h < 2; ++h) {
+    detail::exact_sum sum;
+    sum.add(bf16_value(detail::half_of(a, h)) * bf16_value(detail::half_of(b, h)));
+    sum.add(bf16_value(detail::half_of(c, h)));
+    d |= std::uint32_t{detail::bf16_bits(sum.rounded(8, -133))} << (16 * h);
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core MMA
+
+namespace detail {
+
+// D[m][n] = round(C[m][n] + Σ_k A[m][k]·B[n][k]) for value tiles; C is read before D is written
+// so that `c` and `d` may be the same array.
+template <int K>
+void mma_exact(float d[lanes][4], const double (&a)[16][K], const double (&b)[8][K],
+               const float c[lanes][4]) {
+  float out[16][8];
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int r = 0; r < 4; ++r) {
+      const coord mn = accumulator_coord(lane, r);
+      exact_sum sum;
+      sum.add(c[lane][r]);
+      for (int k = 0; k < K; ++k)
+        sum.add(a[mn.row][k] * b[mn.col][k]); // exact products of finite operands
+      out[mn.row][mn.col] = float_result(sum.rounded(24, -149));
+    }
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int r = 0; r < 4; ++r) {
+      const coord mn = accumulator_coord(lane, r);
+      d[lane][r] = out[mn.row][mn.col];
+    }
+}
+
+} // namespace detail
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: D = A·Bᵀ + C over the fragments mapped
+/// by bf16_a_coord, bf16_b_coord and accumulator_coord. bf16 subnormals are honoured.
+inline void mma_m16n8k16_bf16(float d[lanes][4], const std::uint32_t a[lanes][4],
+                              const std::uint32_t b[lanes][2], const float c[lanes][4]) {
+  double av[16][16], bv[8][16];
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < 4; ++r) {
+        const coord mk = bf16_a_coord(lane, r, h);
+        av[mk.row][mk.col] = bf16_value(detail::half_of(a[lane][r], h));
+      }
+      for (int r = 0; r < 2; ++r) {
+        const coord nk = bf16_b_coord(lane, r, h);
+        bv[nk.row][nk.col] = bf16_value(detail::half_of(b[lane][r], h));
+      }
+    }
+  detail::mma_exact(d, av, bv, c);
+}
+
+/// The scale-factor type of the block-scaled MMA.
+enum class scale_kind { ue4m3, ue8m0 };
+
+/// The value of an E2M1 code (low 4 bits: sign bit 3, exponent bits 2..1 with bias 1, mantissa
+/// bit 0).
+inline double e2m1_value(unsigned code) noexcept {
+  static constexpr double magnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (code & 8u) != 0 ? -magnitude[code & 7u] : magnitude[code & 7u];
+}
+
+/// The value of a scale-factor byte: UE4M3 (the sign bit ignored; 4 exponent bits with bias 7, 3
+/// mantissa bits, subnormals 2^-6·m/8, 0x7F NaN) or UE8M0 (2^(code − 127), 0xFF NaN).
+inline double scale_value(scale_kind kind, unsigned code) noexcept {
+  code &= 0xFFu;
+  if (kind == scale_kind::ue8m0)
+    return code == 0xFFu ? std::numeric_limits<double>::quiet_NaN()
+                         : std::ldexp(1.0, static_cast<int>(code) - 127);
+  code &= 0x7Fu;
+  if (code == 0x7Fu)
+    return std::numeric_limits<double>::quiet_NaN();
+  const int exponent = static_cast<int>(code >> 3), mantissa = static_cast<int>(code & 7u);
+  return exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+}
+
+/// `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::{2X|4X}
+/// .f32.e2m1.e2m1.f32.{ue8m0|ue4m3}`: D = (A∘SA)·(B∘SB)ᵀ + C over the E2M1 fragments of
+/// fp4_a_coord / fp4_b_coord. Row m's scales are the word sfa[scale_a_lane(m, thread_id_a)] and
+/// column n's sfb[scale_b_lane(n, thread_id_b)]; with scale_vec 4 (ue4m3, byte_id 0) byte j
+/// scales k ∈ [16j, 16j + 16), with scale_vec 2 (ue8m0, byte_id 0 or 2) byte byte_id + j scales
+/// k ∈ [32j, 32j + 32). Any other selector combination throws std::invalid_argument.
+inline void mma_m16n8k64_mxf4nvf4(int scale_vec, scale_kind kind, float d[lanes][4],
+                                  const std::uint32_t a[lanes][4], const std::uint32_t b[lanes][2],
+                                  const float c[lanes][4], const std::uint32_t sfa[lanes],
+                                  int byte_id_a, int thread_id_a, const std::uint32_t sfb[lanes],
+                                  int byte_id_b, int thread_id_b) {
+  const bool four = scale_vec == 4 && kind == scale_kind::ue4m3;
+  const bool two = scale_vec == 2 && kind == scale_kind::ue8m0;
+  const auto byte_ok = [&](int id) { return four ? id == 0 : (id == 0 || id == 2); };
+  if (!(four || two) || !byte_ok(byte_id_a) || !byte_ok(byte_id_b) || thread_id_a < 0 ||
+      thread_id_a > 1 || thread_id_b < 0 || thread_id_b > 3)
+    throw std::invalid_argument("emulation::ptx::mma_m16n8k64_mxf4nvf4: invalid scale selector");
+  const int block = 64 / scale_vec;
+  const auto scale = [&](std::uint32_t word, int byte_id, int k) {
+    return scale_value(kind, word >> (8 * (byte_id + k / block)));
+  };
+  double av[16][64], bv[8][64];
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int i = 0; i < 8; ++i) {
+      for (int r = 0; r < 4; ++r) {
+        const coord mk = fp4_a_coord(lane, r, i);
+        av[mk.row][mk.col] = e2m1_value(a[lane][r] >> (4 * i)) *
+                             scale(sfa[scale_a_lane(mk.row, thread_id_a)], byte_id_a, mk.col);
+      }
+      for (int r = 0; r < 2; ++r) {
+        const coord nk = fp4_b_coord(lane, r, i);
+        bv[nk.row][nk.col] = e2m1_value(b[lane][r] >> (4 * i)) *
+                             scale(sfb[scale_b_lane(nk.row, thread_id_b)], byte_id_b, nk.col);
+      }
+    }
+  detail::mma_exact(d, av, bv, c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ldmatrix
+
+namespace detail {
+
+inline std::uint32_t load_b16(const unsigned char* p) noexcept {
+  return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8;
+}
+
+// `Count` 8×8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+template <int Count>
+void ldmatrix(std::uint32_t d[lanes][Count], const unsigned char* shared_base,
+              const std::uint32_t address[lanes], bool trans) {
+  for (int lane = 0; lane < 8 * Count; ++lane)
+    if (address[lane] % 16 != 0)
+      throw std::invalid_argument("emulation::ptx::ldmatrix: row address not 16-byte aligned");
+  const auto element = [&](int matrix, int row, int col) {
+    return load_b16(shared_base + address[8 * matrix + row] + 2 * col);
+  };
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int i = 0; i < Count; ++i) {
+      const int g = lane / 4, t = lane % 4;
+      d[lane][i] = trans ? element(i, 2 * t, g) | element(i, 2 * t + 1, g) << 16
+                         : element(i, g, 2 * t) | element(i, g, 2 * t + 1) << 16;
+    }
+}
+
+} // namespace detail
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: `address` holds byte offsets from `shared_base`
+/// (lanes 8i..8i+7: the rows of matrix i, each 16-byte aligned, else std::invalid_argument); lane
+/// L's register i gets row L/4, elements 2(L%4) (low half) and 2(L%4)+1 of matrix i.
+inline void ldmatrix_x4(std::uint32_t d[lanes][4], const unsigned char* shared_base,
+                        const std::uint32_t address[lanes]) {
+  detail::ldmatrix<4>(d, shared_base, address, false);
+}
+/// `ldmatrix.sync.aligned.m8n8.x2.shared.b16`: as ldmatrix_x4 for two matrices (lanes 0..15 give
+/// the addresses; the others are ignored).
+inline void ldmatrix_x2(std::uint32_t d[lanes][2], const unsigned char* shared_base,
+                        const std::uint32_t address[lanes]) {
+  detail::ldmatrix<2>(d, shared_base, address, false);
+}
+/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: lane L's register i gets the elements at
+/// (row 2(L%4), column L/4) (low half) and (row 2(L%4)+1, column L/4) of matrix i.
+inline void ldmatrix_x4_trans(std::uint32_t d[lanes][4], const unsigned char* shared_base,
+                              const std::uint32_t address[lanes]) {
+  detail::ldmatrix<4>(d, shared_base, address, true);
+}
+/// `ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16`.
+inline void ldmatrix_x2_trans(std::uint32_t d[lanes][2], const unsigned char* shared_base,
+                              const std::uint32_t address[lanes]) {
+  detail::ldmatrix<2>(d, shared_base, address, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// shfl.sync, full mask
+
+namespace detail {
+
+// PTX's shfl.sync with the clamp operand c = ((32 − width) << 8) | 0x1F that CUDA's
+// __shfl_sync / __shfl_xor_sync pass: segment mask 32 − width, last lane of the segment
+// maxLane = (lane & segmask) | (0x1F & ~segmask); a source beyond maxLane reads the own lane.
+inline std::uint32_t shfl(const std::uint32_t v[lanes], int lane, int b, int width, bool bfly) {
+  if (lane < 0 || lane >= lanes || width <= 0 || width > lanes || (width & (width - 1)) != 0)
+    throw std::invalid_argument("emulation::ptx::shfl_sync: bad lane or width");
+  const unsigned seg_mask = static_cast<unsigned>(lanes - width), self = unsigned(lane);
+  const unsigned b5 = static_cast<unsigned>(b) & 0x1Fu;
+  const unsigned min_lane = self & seg_mask, max_lane = min_lane | (0x1Fu & ~seg_mask);
+  const unsigned j = bfly ? self ^ b5 : min_lane | (b5 & ~seg_mask);
+  return v[j <= max_lane ? j : self];
+}
+
+} // namespace detail
+
+/// `shfl.sync.idx.b32` as __shfl_sync(0xFFFFFFFF, v, src_lane, width) for lane `lane`: the value
+/// of lane src_lane % width of the lane's segment of `width` lanes.
+inline std::uint32_t shfl_sync_idx(const std::uint32_t v[lanes], int lane, int src_lane,
+                                   int width) {
+  return detail::shfl(v, lane, src_lane, width, false);
+}
+/// `shfl.sync.bfly.b32` as __shfl_xor_sync(0xFFFFFFFF, v, mask, width): the value of lane
+/// lane ^ mask, or the lane's own where that lies beyond its segment (earlier segments can be
+/// read, as in CUDA).
+inline std::uint32_t shfl_sync_xor(const std::uint32_t v[lanes], int lane, int mask, int width) {
+  return detail::shfl(v, lane, mask, width, true);
+}
+
+} // namespace ptx
+} // namespace emulation
+} // namespace v0
+} // namespace blockscale

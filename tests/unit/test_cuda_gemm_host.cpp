@@ -1,0 +1,164 @@
+// The tiled GEMM kernel (cuda/gemm.hpp, cuda/kernels/gemm.hpp) run on the host: the launcher,
+// the CTA program, its cp.async pipeline and the warp tiles, through emulation::host_runner,
+// against gemm::reference on the same quantized operands.
+//
+// Bound. Each emulated MMA rounds its exact result (including the accumulator it adds to) to
+// float once, and a CTA chains K/16 (bf16 path) or K/64 (block-scaled path) of them per output,
+// so |acc - exact| <= (K/16) · 2^-24 · Σ_k |a_k · b_k|, in the accumulator's units. The epilogue
+// is the reference's (double) but starts from the rounded accumulator; the final float rounding
+// adds at most half an ulp of the result. The tests allow (K/16 + 2) · 2^-23 · t · Σ|a_k b_k|,
+// t the tensor scales and alpha, plus one ulp of the reference result (and the same for C with
+// beta). Hardware accumulates in an unspecified order, within the same bound.
+#include "catch.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "blockscale/block/block_format.hpp"
+#include "blockscale/cuda/gemm.hpp"
+#include "blockscale/emulation/host_runner.hpp"
+#include "blockscale/host/gemm_reference.hpp"
+#include "blockscale/host/quantize.hpp"
+
+using namespace blockscale;
+
+namespace {
+
+std::vector<float> random_matrix(std::size_t rows, std::size_t cols, std::uint32_t seed,
+                                 float spread) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> binade(-spread, spread);
+  std::vector<float> x(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float row_scale = std::exp2(binade(gen)); // rows of different magnitude
+    for (std::size_t c = 0; c < cols; ++c)
+      x[r * cols + c] = normal(gen) * row_scale;
+  }
+  return x;
+}
+
+template <class F>
+quantized_matrix<F> quantized(const std::vector<float>& x, std::size_t rows, std::size_t cols,
+                              scale_layout layout) {
+  quantize_options options;
+  options.layout = layout;
+  options.encode_scale = 0.37f; // a tensor scale that is not a power of two
+  return quantize<F>(matrix_view<const float>(x.data(), rows, cols), options);
+}
+
+/// Σ_k |a(i,k) · b(j,k)| from the decoded values.
+template <class FA, class FB>
+double magnitude(const quantized_matrix<FA>& a, const quantized_matrix<FB>& b, std::size_t i,
+                 std::size_t j) {
+  double sum = 0.0;
+  for (std::size_t k = 0; k < a.cols(); ++k)
+    sum += std::fabs(static_cast<double>(a.value(i, k))) *
+           std::fabs(static_cast<double>(b.value(j, k)));
+  return sum;
+}
+
+struct case_shape {
+  std::size_t m, n, k;
+};
+
+template <class Shape, class FA, class FB, class Out>
+void check_gemm(case_shape s, scale_layout layout, float alpha, float beta,
+                emulation::async_copies copies, std::uint32_t seed) {
+  const auto xa = random_matrix(s.m, s.k, seed, 3.0f);
+  const auto xb = random_matrix(s.n, s.k, seed + 1, 3.0f);
+  const auto a = quantized<FA>(xa, s.m, s.k, layout);
+  const auto b = quantized<FB>(xb, s.n, s.k, layout);
+  std::vector<float> c0 = random_matrix(s.m, s.n, seed + 2, 1.0f);
+  std::vector<float> ref = c0;
+  gemm::reference(a, b, matrix_view<float>(ref.data(), s.m, s.n), alpha, beta);
+
+  std::vector<Out> c(c0.size());
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = Out(c0[i]);
+  emulation::host_runner runner;
+  runner.order_seed = seed;
+  runner.copies = copies;
+  const cuda::status st = cuda::launch_gemm<Shape>(
+      runner, a.view(), b.view(), matrix_view<Out>(c.data(), s.m, s.n), alpha, beta);
+  REQUIRE(st.ok());
+  const double t = std::fabs(static_cast<double>(alpha)) * a.decode_scale() * b.decode_scale();
+  int bad = 0;
+  for (std::size_t i = 0; i < s.m; ++i)
+    for (std::size_t j = 0; j < s.n; ++j) {
+      const double want = static_cast<double>(Out(ref[i * s.n + j]));
+      const double got = static_cast<double>(static_cast<float>(c[i * s.n + j]));
+      const double ulp = std::is_same<Out, float>::value ? 0x1p-23 : 0x1p-7;
+      const double bound =
+          (static_cast<double>(s.k) / 16 + 2) * 0x1p-23 * t * magnitude(a, b, i, j) +
+          2 * ulp * (std::fabs(want) + std::fabs(beta * c0[i * s.n + j]));
+      if (!(std::fabs(got - want) <= bound) && ++bad <= 5)
+        FAIL_CHECK("C(" << i << ", " << j << ") = " << got << ", reference " << want << ", bound "
+                        << bound);
+    }
+  CHECK(bad == 0);
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("the tiled GEMM on the host equals the reference within the bound",
+                   "[unit][gemm]", cuda::gemm_small_m, cuda::gemm_large_m) {
+  using emulation::async_copies;
+  const case_shape shapes[] = {{1, 8, 128}, {16, 64, 256}, {37, 70, 160}, {130, 129, 384}};
+  std::uint32_t seed = 11;
+  for (const case_shape s : shapes) {
+    if (std::is_same<TestType, cuda::gemm_large_m>::value && s.m * s.n > 20000)
+      continue; // keeps the host run short: the 128 × 128 tile is covered by 37 × 70
+    INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+    check_gemm<TestType, nvfp4, nvfp4, float>(s, scale_layout::row_major, 1.0f, 0.0f,
+                                              async_copies::eager, seed++);
+    check_gemm<TestType, ue5m3_fp4, ue5m3_fp4, float>(s, scale_layout::tensor_core, -0.5f, 1.25f,
+                                                      async_copies::deferred, seed++);
+    check_gemm<TestType, nvfp4, mxfp4, bfloat16>(s, scale_layout::row_major, 2.0f, 0.0f,
+                                                 async_copies::deferred, seed++);
+  }
+}
+
+TEST_CASE("the block-scaled GEMM shape on the host equals the reference", "[unit][gemm]") {
+  using emulation::async_copies;
+  const case_shape shapes[] = {{5, 9, 128}, {37, 70, 256}, {130, 20, 96}};
+  std::uint32_t seed = 101;
+  for (const case_shape s : shapes) {
+    INFO("M = " << s.m << ", N = " << s.n << ", K = " << s.k);
+    check_gemm<cuda::gemm_block_scaled, nvfp4, nvfp4, float>(s, scale_layout::tensor_core, 1.0f,
+                                                             0.0f, async_copies::deferred, seed++);
+    check_gemm<cuda::gemm_block_scaled, mxfp4, mxfp4, float>(s, scale_layout::row_major, 0.5f,
+                                                             -1.0f, async_copies::eager, seed++);
+  }
+}
+
+TEST_CASE("the GEMM launcher rejects bad arguments with a clear error", "[unit][gemm]") {
+  const auto x = random_matrix(4, 64, 1, 0.0f);
+  const auto a = quantized<nvfp4>(x, 4, 64, scale_layout::row_major);
+  const auto x2 = random_matrix(3, 48, 2, 0.0f);
+  const auto b48 = quantized<nvfp4>(x2, 3, 48, scale_layout::row_major);
+  const auto bx = random_matrix(3, 40, 3, 0.0f);
+  const auto b40 = quantized<nvfp4>(bx, 3, 40, scale_layout::row_major);
+  const auto a40 = quantized<nvfp4>(random_matrix(4, 40, 4, 0.0f), 4, 40, scale_layout::row_major);
+  std::vector<float> c(64);
+  emulation::host_runner runner;
+  const auto run = [&](auto av, auto bv, matrix_view<float> cv) {
+    return cuda::launch_gemm<cuda::gemm_small_m>(runner, av, bv, cv);
+  };
+  cuda::status st = run(a.view(), b48.view(), matrix_view<float>(c.data(), 4, 3));
+  CHECK(st.code() == cuda::errc::invalid_argument);
+  CHECK(st.message().find("same K") != std::string::npos);
+  st = run(a40.view(), b40.view(), matrix_view<float>(c.data(), 4, 4));
+  CHECK(st.message().find("c is 4 x 4") != std::string::npos);
+  st = run(a40.view(), b40.view(), matrix_view<float>(c.data(), 4, 3));
+  CHECK(st.code() == cuda::errc::invalid_argument);
+  CHECK(st.message().find("not a multiple of the block sizes") != std::string::npos);
+  const auto m40 = quantized<mxfp4>(random_matrix(3, 48, 5, 0.0f), 3, 48, scale_layout::row_major);
+  const auto a48 = quantized<nvfp4>(random_matrix(4, 48, 6, 0.0f), 4, 48, scale_layout::row_major);
+  st = cuda::launch_gemm<cuda::gemm_small_m>(runner, a48.view(), m40.view(),
+                                             matrix_view<float>(c.data(), 4, 3));
+  CHECK(st.message().find("(16, 32)") != std::string::npos);
+  CHECK(runner.launches == 0);
+}
