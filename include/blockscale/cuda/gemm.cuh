@@ -29,7 +29,9 @@ inline namespace v0 {
 namespace cuda {
 namespace detail {
 
-__global__ inline void block_scaled_mma_probe(int* has) {
+// A template, so that every translation unit including this header may define it.
+template <int = 0>
+__global__ void block_scaled_mma_probe(int* has) {
   *has = BLOCKSCALE_CUDA_HAS_BLOCK_SCALED_MMA;
 }
 
@@ -49,7 +51,7 @@ inline bool device_has_block_scaled_mma() {
     int* flag = nullptr;
     int has = 0;
     if (cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
-      block_scaled_mma_probe<<<1, 1>>>(flag);
+      block_scaled_mma_probe<><<<1, 1>>>(flag);
       if (cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess)
         has = 0;
       cudaFree(flag);

@@ -4,10 +4,15 @@
 /// (cuda/launch.hpp): `device_runner` queues the kernel, `emulation::host_runner` runs it on the
 /// CPU. The stream API is cuda/gemm.cuh.
 ///
-/// Shapes. `gemm_small_m` (BM 16: in-register dequantization serves few rows best, each B element
-/// is dequantized once per CTA) and `gemm_large_m` (128 × 128 CTA tiles of eight 64 × 32 warp
-/// tiles) on the bf16 path, for every scale format and every architecture from sm_80;
-/// `gemm_block_scaled` for the sm_120a MMA (NVFP4 × NVFP4 or MXFP4 × MXFP4).
+/// Shapes, for every scale format and every architecture from sm_80 unless said:
+/// - `gemm_small_m`: 16 × 64 CTA tiles of four 16 × 16 warp tiles, in-register dequantization
+///   (bf16_path): with few rows each B element is dequantized by one warp only.
+/// - `gemm_large_m`: 128 × 128 CTA tiles of eight 64 × 32 warp tiles; the CTA dequantizes each
+///   k-tile once into shared memory (bf16_staged_path), since four warps share each A row and
+///   two each B row.
+/// - `gemm_large_m_in_register`: the same tiles dequantized in registers by every warp that
+///   uses them (for comparison).
+/// - `gemm_block_scaled`: the sm_120a MMA (NVFP4 × NVFP4 or MXFP4 × MXFP4), 128 × 128.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +31,8 @@ inline namespace v0 {
 namespace cuda {
 
 using gemm_small_m = gemm_shape<warp::bf16_path, 16, 64, 16, 16, 4>;
-using gemm_large_m = gemm_shape<warp::bf16_path, 128, 128, 64, 32, 3>;
+using gemm_large_m = gemm_shape<warp::bf16_staged_path, 128, 128, 64, 32, 3>;
+using gemm_large_m_in_register = gemm_shape<warp::bf16_path, 128, 128, 64, 32, 3>;
 using gemm_block_scaled = gemm_shape<warp::block_scaled_path, 128, 128, 64, 32, 3>;
 
 namespace detail {

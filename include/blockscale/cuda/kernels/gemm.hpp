@@ -56,7 +56,10 @@ template <class Path, class Format, int Rows>
 struct gemm_operand_layout {
   static constexpr int block_k = 128;
   static constexpr int element_stride =
-      std::is_same<Path, warp::block_scaled_path>::value ? block_k / 2 + 16 : block_k / 2 + 32;
+      std::is_same<Path, warp::block_scaled_path>::value ? block_k / 2 + 16
+      : std::is_same<Path, warp::bf16_staged_path>::value
+          ? block_k / 2 // read by the CTA's dequantizer: two rows per 16 lanes, 128 bytes
+          : block_k / 2 + 32;
   static constexpr int scale_stride = block_k / Format::block_size; ///< a multiple of 4
   static constexpr int element_bytes = Rows * element_stride;
   static constexpr int scale_bytes = Rows * scale_stride;
@@ -75,13 +78,19 @@ struct gemm_program {
   static constexpr int warps_m = bm / Shape::warp_m, warps_n = bn / Shape::warp_n;
   static constexpr int warps = warps_m * warps_n;
   static constexpr int threads = warps * warp_size;
-  static constexpr int loop_phases = 2;
+  static constexpr bool staged = std::is_same<path, warp::bf16_staged_path>::value;
+  /// wait | refill and multiply, or wait | refill and dequantize the tile | multiply.
+  static constexpr int loop_phases = staged ? 3 : 2;
+  using staged_layout = warp::staged_bf16<128>;
+  static constexpr int staged_bytes =
+      staged ? (Shape::block_m + Shape::block_n) * staged_layout::row_stride : 16;
   static_assert(bk % tile::k_step == 0, "the warp tile's k-step divides the k-tile");
   static_assert(std::is_same<Out, float>::value || std::is_same<Out, bfloat16>::value,
                 "C is float or bfloat16");
 
   struct shared_storage {
     alignas(16) std::uint8_t stage[stages][layout_a::bytes + layout_b::bytes];
+    alignas(16) std::uint8_t dequantized[staged_bytes]; ///< bf16_staged_path: A's rows, then B's
   };
   template <class Warp>
   struct warp_state {
@@ -118,22 +127,21 @@ struct gemm_program {
                                    warp_state<Warp>& state, int s) const {
     if constexpr (Phase == 0) {
       warp.template wait_async<stages - 2>(); // tile s has landed (for this thread's copies)
-    } else {
+    } else if constexpr (Phase == 1) {
       const int next = s + stages - 1; // refills the buffer every warp finished with
       if (static_cast<std::uint32_t>(next) < k_tiles)
         load_tile(warp, cta, shared, next);
       warp.commit_async();
-      const std::uint8_t* stage = shared.stage[s % stages];
-      const int wm = warp.index() / warps_n, wn = warp.index() % warps_n;
-      const warp::shared_operand sa{stage, layout_a::element_stride,
-                                    stage + layout_a::element_bytes, layout_a::scale_stride};
-      const std::uint8_t* stage_b = stage + layout_a::bytes;
-      const warp::shared_operand sb{stage_b, layout_b::element_stride,
-                                    stage_b + layout_b::element_bytes, layout_b::scale_stride};
-      BLOCKSCALE_UNROLL
-      for (int k0 = 0; k0 < bk; k0 += tile::k_step)
-        tile::step(warp, state.acc, sa.from_row(wm * Shape::warp_m),
-                   sb.from_row(wn * Shape::warp_n), k0);
+      if constexpr (staged)
+        dequantize_tile(warp, shared, s);
+      else
+        multiply(warp, stage_a(shared, s), stage_b(shared, s), state);
+    } else {
+      multiply(warp,
+               warp::shared_operand{shared.dequantized, staged_layout::row_stride, nullptr, 0},
+               warp::shared_operand{shared.dequantized + bm * staged_layout::row_stride,
+                                    staged_layout::row_stride, nullptr, 0},
+               state);
     }
   }
 
@@ -171,6 +179,51 @@ struct gemm_program {
   }
 
 private:
+  BLOCKSCALE_HOST_DEVICE static warp::shared_operand stage_a(shared_storage& shared,
+                                                             int s) noexcept {
+    const std::uint8_t* stage = shared.stage[s % stages];
+    return {stage, layout_a::element_stride, stage + layout_a::element_bytes,
+            layout_a::scale_stride};
+  }
+  BLOCKSCALE_HOST_DEVICE static warp::shared_operand stage_b(shared_storage& shared,
+                                                             int s) noexcept {
+    const std::uint8_t* stage = shared.stage[s % stages] + layout_a::bytes;
+    return {stage, layout_b::element_stride, stage + layout_b::element_bytes,
+            layout_b::scale_stride};
+  }
+
+  /// This warp's share of C += A · Bᵀ over the k-tile in `a` and `b` (whole CTA tiles).
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void multiply(const Warp& warp, const warp::shared_operand& a,
+                                       const warp::shared_operand& b,
+                                       warp_state<Warp>& state) const {
+    const int wm = warp.index() / warps_n, wn = warp.index() % warps_n;
+    BLOCKSCALE_UNROLL
+    for (int k0 = 0; k0 < bk; k0 += tile::k_step)
+      tile::step(warp, state.acc, a.from_row(wm * Shape::warp_m), b.from_row(wn * Shape::warp_n),
+                 k0);
+  }
+
+  /// bf16_staged_path: the CTA dequantizes k-tile `s` once, each (row, 16-element chunk) by one
+  /// thread; consecutive threads take consecutive chunks of a row.
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void dequantize_tile(const Warp& warp, shared_storage& shared,
+                                              int s) const {
+    const warp::shared_operand a = stage_a(shared, s), b = stage_b(shared, s);
+    warp.each([&](int lane) {
+      const int thread = warp.index() * warp_size + lane;
+      for (int i = thread; i < bm * staged_layout::chunks; i += threads)
+        staged_layout::template dequantize_chunk<Warp, typename FormatA::scale_type,
+                                                 FormatA::block_size>(
+            a, i / staged_layout::chunks, i % staged_layout::chunks, shared.dequantized);
+      for (int i = thread; i < bn * staged_layout::chunks; i += threads)
+        staged_layout::template dequantize_chunk<Warp, typename FormatB::scale_type,
+                                                 FormatB::block_size>(
+            b, i / staged_layout::chunks, i % staged_layout::chunks,
+            shared.dequantized + bm * staged_layout::row_stride);
+    });
+  }
+
   // Tile `kt` of both operands into stage kt % stages: each thread copies its share.
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void load_tile(const Warp& warp, cta_coord cta, shared_storage& shared,

@@ -21,6 +21,11 @@
 ///   word per 16 rows: four consecutive scale codes of a row (four UE4M3 for a k64 step, four
 ///   UE8M0 for a k128 step), which is one word of the 128×4 tensor-core scale layout.
 ///
+/// - `bf16_staged_path`: the same MMAs and k order as `bf16_path`, but the warp loads the eight
+///   bf16 pairs of a row and chunk ready-made, two 16-byte loads, from a copy of the operand that
+///   the whole CTA dequantized once (`staged_bf16`): for large M, where warps sharing a tile
+///   would otherwise each dequantize it again.
+///
 /// The accumulators hold the dot products times 2^-accumulator_exponent (the bf16 path's scale
 /// fold); multiply by 2^accumulator_exponent and the tensor scales in the epilogue.
 #pragma once
@@ -56,6 +61,8 @@ struct shared_operand {
 
 struct bf16_path {};
 struct block_scaled_path {};
+/// The bf16 path fed from operands the CTA dequantized once into shared memory (`staged_bf16`).
+struct bf16_staged_path {};
 
 namespace detail {
 template <class T>
@@ -71,7 +78,50 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE T load_shared(const std::uint8_t* 
 struct alignas(8) word_pair {
   std::uint32_t lo, hi;
 };
+struct alignas(16) word_quad {
+  std::uint32_t w[4];
+};
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void store_shared16(std::uint8_t* p,
+                                                                  const std::uint32_t* w) noexcept {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+#else
+  std::memcpy(p, w, 16);
+#endif
+}
 } // namespace detail
+
+/// The dequantized copy of an operand's k-tile for `bf16_staged_path`: row r, chunk c (k in
+/// [16c, 16c + 16)) holds the chunk's eight bf16 pairs in the order of `bf16_path`, 32 bytes at
+/// r · row_stride + 32c. The row stride is 16 bytes more than a row's chunks, which makes both the
+/// CTA's stores and the warp tile's 16-byte loads free of bank conflicts.
+template <int BlockK>
+struct staged_bf16 {
+  static constexpr int chunks = BlockK / 16;
+  static constexpr int row_stride = 32 * chunks + 16;
+
+  /// Dequantizes chunk `c` of row `row` of the packed tile `s` (elements and scales) into `to`
+  /// (the staged copy). The two halves are stored first-half-first for chunks 0..3 of a group of
+  /// eight and second-half-first for 4..7, so eight lanes storing one row hit all 32 banks.
+  template <class Warp, class Scale, int Block>
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
+  dequantize_chunk(const shared_operand& s, int row, int c, std::uint8_t* to) {
+    const auto words = detail::load_shared<detail::word_pair>(s.elements + row * s.stride + 8 * c);
+    const scale_multiplier m =
+        dequant_scale<Scale>::multiplier(s.scales[row * s.scale_stride + 16 * c / Block]);
+    std::uint32_t pairs[8];
+    dequantize8<Warp, Scale>(words.lo, m, pairs);
+    dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
+    std::uint8_t* at = to + row * row_stride + 32 * c;
+    if ((c & 4) == 0) { // constant indices keep `pairs` in registers
+      detail::store_shared16(at, pairs);
+      detail::store_shared16(at + 16, pairs + 4);
+    } else {
+      detail::store_shared16(at + 16, pairs + 4);
+      detail::store_shared16(at, pairs);
+    }
+  }
+};
 
 /// Byte offsets of what lane `lane` loads, for the bank-conflict check and the loaders alike.
 struct load_offsets {
@@ -85,6 +135,11 @@ struct load_offsets {
                                                          int scale_stride) noexcept {
     return (void)lane, row * scale_stride + (k0 + 16 * (lane % 4)) / block;
   }
+  /// staged path: the 16 bytes of half `q` of row `row`'s chunk for the k64 window at `k0`.
+  BLOCKSCALE_HOST_DEVICE static constexpr int staged_pairs(int lane, int row, int k0, int q,
+                                                           int row_stride) noexcept {
+    return row * row_stride + 32 * ((k0 + 16 * (lane % 4)) / 16) + 16 * q;
+  }
   /// block-scaled path: the 4 bytes of register `reg` (A: 0..3, B: 0..1 with `b` true) for the
   /// k64 step at `k0`.
   BLOCKSCALE_HOST_DEVICE static constexpr int native_elements(int lane, int reg, bool b, int k0,
@@ -97,7 +152,8 @@ struct load_offsets {
 /// The warp tile: a WarpM × WarpN block of C = A · Bᵀ, accumulated in registers over k-steps.
 /// A downstream kernel keeps an `accumulators<Warp>` per warp, calls `step` for each k-step of
 /// the staged tiles (A's rows and B's rows of this warp, `k_step` columns from `k0`), and reads
-/// the result through `coord_of`.
+/// the result through `coord_of`. For `bf16_staged_path` the operands are `staged_bf16` copies
+/// (elements = the copy, stride = its row stride; scales unused).
 template <class Path, int WarpM, int WarpN, class FormatA, class FormatB>
 struct warp_tile {
   static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "warp tiles are made of m16n8 atoms");
@@ -105,13 +161,14 @@ struct warp_tile {
                     std::is_same<typename FormatB::element_type, e2m1>::value,
                 "the warp GEMM takes E2M1 operands");
   static constexpr bool native = std::is_same<Path, block_scaled_path>::value;
+  static constexpr bool staged = std::is_same<Path, bf16_staged_path>::value;
   static_assert(!native ||
                     (std::is_same<FormatA, FormatB>::value &&
                      (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value)),
                 "the block-scaled MMA takes NVFP4 × NVFP4 or MXFP4 × MXFP4; use bf16_path for "
                 "UE5M3 and mixed formats");
-  static_assert(native || std::is_same<Path, bf16_path>::value, "Path is bf16_path or "
-                                                                "block_scaled_path");
+  static_assert(native || staged || std::is_same<Path, bf16_path>::value,
+                "Path is bf16_path, bf16_staged_path or block_scaled_path");
 
   static constexpr int warp_m = WarpM, warp_n = WarpN;
   static constexpr int tiles_m = WarpM / 16, tiles_n = WarpN / 8;
@@ -138,12 +195,14 @@ struct warp_tile {
   BLOCKSCALE_HOST_DEVICE static void clear(const Warp& warp, accumulators<Warp>& acc) {
     warp.each([&](int lane) {
       BLOCKSCALE_UNROLL
-      for (int i = 0; i < tiles_m; ++i)
+      for (int i = 0; i < tiles_m; ++i) {
         BLOCKSCALE_UNROLL
-      for (int j = 0; j < tiles_n; ++j)
-        BLOCKSCALE_UNROLL
-      for (float& x : acc.tile[i][j][lane].r)
-        x = 0.0f;
+        for (int j = 0; j < tiles_n; ++j) {
+          BLOCKSCALE_UNROLL
+          for (float& x : acc.tile[i][j][lane].r)
+            x = 0.0f;
+        }
+      }
     });
   }
 
@@ -157,16 +216,28 @@ struct warp_tile {
       step_bf16(warp, acc, a, b, k0);
   }
 
-  /// bf16 path: the eight bf16 pairs of lane `lane` for `row` of `s` at chunk `k0`.
+  /// bf16 paths: the eight bf16 pairs of lane `lane` for `row` of `s` at the k64 window `k0`,
+  /// dequantized here (bf16_path) or loaded from the staged copy (bf16_staged_path).
   template <class Warp, class Scale, int Block>
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
-  dequantize_row(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
-    const auto words = detail::load_shared<detail::word_pair>(
-        s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
-    const scale_multiplier m = dequant_scale<Scale>::multiplier(
-        s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
-    dequantize8<Warp, Scale>(words.lo, m, pairs);
-    dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
+  row_pairs(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
+    if constexpr (staged) {
+      BLOCKSCALE_UNROLL
+      for (int q = 0; q < 2; ++q) {
+        const auto w = detail::load_shared<detail::word_quad>(
+            s.elements + load_offsets::staged_pairs(lane, row, k0, q, s.stride));
+        BLOCKSCALE_UNROLL
+        for (int i = 0; i < 4; ++i)
+          pairs[4 * q + i] = w.w[i];
+      }
+    } else {
+      const auto words = detail::load_shared<detail::word_pair>(
+          s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
+      const scale_multiplier m = dequant_scale<Scale>::multiplier(
+          s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
+      dequantize8<Warp, Scale>(words.lo, m, pairs);
+      dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
+    }
   }
 
 private:
@@ -178,16 +249,16 @@ private:
     lanes<Warp, a_fragment> fa[tiles_m][4];
     warp.each([&](int lane) {
       BLOCKSCALE_UNROLL
-      for (int i = 0; i < tiles_m; ++i)
+      for (int i = 0; i < tiles_m; ++i) {
         BLOCKSCALE_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        std::uint32_t p[8];
-        dequantize_row<Warp, scale_a, FormatA::block_size>(a, lane, 16 * i + lane / 4 + 8 * h, k0,
-                                                           p);
-        BLOCKSCALE_UNROLL
-        for (int s = 0; s < 4; ++s) {
-          fa[i][s][lane].r[h] = p[2 * s];
-          fa[i][s][lane].r[h + 2] = p[2 * s + 1];
+        for (int h = 0; h < 2; ++h) {
+          std::uint32_t p[8];
+          row_pairs<Warp, scale_a, FormatA::block_size>(a, lane, 16 * i + lane / 4 + 8 * h, k0, p);
+          BLOCKSCALE_UNROLL
+          for (int s = 0; s < 4; ++s) {
+            fa[i][s][lane].r[h] = p[2 * s];
+            fa[i][s][lane].r[h + 2] = p[2 * s + 1];
+          }
         }
       }
     });
@@ -196,7 +267,7 @@ private:
       lanes<Warp, b_fragment> fb[4];
       warp.each([&](int lane) {
         std::uint32_t p[8];
-        dequantize_row<Warp, scale_b, FormatB::block_size>(b, lane, 8 * j + lane / 4, k0, p);
+        row_pairs<Warp, scale_b, FormatB::block_size>(b, lane, 8 * j + lane / 4, k0, p);
         BLOCKSCALE_UNROLL
         for (int s = 0; s < 4; ++s) {
           fb[s][lane].r[0] = p[2 * s];
@@ -204,10 +275,11 @@ private:
         }
       });
       BLOCKSCALE_UNROLL
-      for (int s = 0; s < 4; ++s)
+      for (int s = 0; s < 4; ++s) {
         BLOCKSCALE_UNROLL
-      for (int i = 0; i < tiles_m; ++i)
-        warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
+        for (int i = 0; i < tiles_m; ++i)
+          warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
+      }
     }
   }
 
@@ -252,12 +324,13 @@ private:
     lanes<Warp, a_fragment> fa[tiles_m];
     warp.each([&](int lane) {
       BLOCKSCALE_UNROLL
-      for (int i = 0; i < tiles_m; ++i)
+      for (int i = 0; i < tiles_m; ++i) {
         BLOCKSCALE_UNROLL
-      for (int r = 0; r < 4; ++r)
-        fa[i][lane].r[r] = detail::load_shared<std::uint32_t>(
-            a.elements + 16 * i * a.stride +
-            load_offsets::native_elements(lane, r, false, k0, a.stride));
+        for (int r = 0; r < 4; ++r)
+          fa[i][lane].r[r] = detail::load_shared<std::uint32_t>(
+              a.elements + 16 * i * a.stride +
+              load_offsets::native_elements(lane, r, false, k0, a.stride));
+      }
     });
     BLOCKSCALE_UNROLL
     for (int j = 0; j < tiles_n; ++j) {
