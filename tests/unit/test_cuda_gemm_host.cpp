@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -162,4 +163,67 @@ TEST_CASE("the GEMM launcher rejects bad arguments with a clear error", "[unit][
                                              matrix_view<float>(c.data(), 4, 3));
   CHECK(st.message().find("(16, 32)") != std::string::npos);
   CHECK(runner.launches == 0);
+}
+
+TEMPLATE_TEST_CASE("the W4A16 warp tile (BF16 activations × FP4 weights) equals the reference",
+                   "[unit][gemm]", nvfp4, mxfp4, ue5m3_fp4) {
+  using tile = cuda::warp::warp_tile_w4a16<32, 16, TestType>;
+  constexpr std::size_t m = 32, n = 16, k = 192;
+  // A in bf16 (its values are exact floats for the reference), B quantized along K.
+  std::vector<float> xa = random_matrix(m, k, 7, 2.0f);
+  std::vector<bfloat16> a16(xa.size());
+  for (std::size_t i = 0; i < xa.size(); ++i) {
+    a16[i] = bfloat16(xa[i]);
+    xa[i] = static_cast<float>(a16[i]);
+  }
+  const auto b = quantized<TestType>(random_matrix(n, k, 8, 2.0f), n, k, scale_layout::row_major);
+
+  // "Shared memory": A rows 2k + 16 bytes apart, B's packed rows and row-major scales.
+  const int a_stride = static_cast<int>(2 * k + 16);
+  std::vector<std::uint8_t> sa(m * static_cast<std::size_t>(a_stride));
+  for (std::size_t r = 0; r < m; ++r)
+    std::memcpy(sa.data() + r * static_cast<std::size_t>(a_stride), a16.data() + r * k, 2 * k);
+  const auto bv = b.view();
+  const int b_stride = static_cast<int>(bv.row_bytes() + 32);
+  const int b_scale_stride = static_cast<int>(bv.blocks_per_row() + 4);
+  std::vector<std::uint8_t> sb(n * static_cast<std::size_t>(b_stride));
+  std::vector<std::uint8_t> sbs(n * static_cast<std::size_t>(b_scale_stride));
+  for (std::size_t r = 0; r < n; ++r) {
+    std::memcpy(sb.data() + r * static_cast<std::size_t>(b_stride), bv.row(r), bv.row_bytes());
+    for (std::size_t kb = 0; kb < bv.blocks_per_row(); ++kb)
+      sbs[r * static_cast<std::size_t>(b_scale_stride) + kb] = bv.scales()[bv.scale_index(r, kb)];
+  }
+  const cuda::warp::shared_operand sbo{sb.data(), b_stride, sbs.data(), b_scale_stride};
+
+  emulation::host_warp warp(0);
+  typename tile::template accumulators<emulation::host_warp> acc;
+  tile::clear(warp, acc);
+  for (int k0 = 0; k0 < static_cast<int>(k); k0 += tile::k_step)
+    tile::step(warp, acc, sa.data(), a_stride, sbo, k0);
+
+  std::vector<float> ref(m * n);
+  gemm::reference(matrix_view<const float>(xa.data(), m, k), b,
+                  matrix_view<float>(ref.data(), m, n));
+  int bad = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < tile::tiles_m; ++i)
+      for (int j = 0; j < tile::tiles_n; ++j)
+        for (int r = 0; r < 4; ++r) {
+          const cuda::warp::coord at = tile::coord_of(lane, i, j, r);
+          const double got = std::ldexp(static_cast<double>(acc.tile[i][j][lane].r[r]),
+                                        tile::accumulator_exponent) *
+                             b.decode_scale();
+          double mag = 0.0;
+          for (std::size_t kk = 0; kk < k; ++kk)
+            mag += std::fabs(static_cast<double>(xa[static_cast<std::size_t>(at.row) * k + kk])) *
+                   std::fabs(static_cast<double>(b.value(static_cast<std::size_t>(at.col), kk)));
+          const double want =
+              ref[static_cast<std::size_t>(at.row) * n + static_cast<std::size_t>(at.col)];
+          const double bound =
+              (static_cast<double>(k) / 16 + 2) * 0x1p-23 * mag * b.decode_scale() +
+              0x1p-23 * std::fabs(want);
+          if (!(std::fabs(got - want) <= bound) && ++bad <= 5)
+            FAIL_CHECK("C(" << at.row << ", " << at.col << ") = " << got << ", reference " << want);
+        }
+  CHECK(bad == 0);
 }

@@ -349,6 +349,111 @@ private:
   }
 };
 
+/// `__byte_perm(x, y, selector)`: byte i of the result is byte (selector >> 4i) & 7 of the eight
+/// bytes of (y:x), x's first. The one PRMT the W4A16 tile needs per register.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE std::uint32_t
+byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t selector) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, selector);
+#else
+  const std::uint64_t bytes = (static_cast<std::uint64_t>(y) << 32) | x;
+  std::uint32_t out = 0;
+  for (int i = 0; i < 4; ++i)
+    out |= static_cast<std::uint32_t>((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 0xFF)
+           << (8 * i);
+  return out;
+#endif
+}
+
+/// W4A16: A in BF16 (activations, row-major in shared memory, `a_stride` bytes per row), B packed
+/// E2M1 with block scales (weights, as `warp_tile`'s operands), on `mma_bf16_m16n8k16`. The
+/// weights keep their standard layout (no offline nibble shuffle): B is dequantized exactly as on
+/// `bf16_path`, which pairs k with k + 4, and A follows that order instead. A thread reads A's 16
+/// values k in [16t, 16t + 16) of a row with two 16-byte loads and forms each register (k, k + 4)
+/// with one byte permute. Accumulators hold the products times 2^-accumulator_exponent.
+template <int WarpM, int WarpN, class FormatB>
+struct warp_tile_w4a16 {
+  static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "warp tiles are made of m16n8 atoms");
+  static_assert(std::is_same<typename FormatB::element_type, e2m1>::value, "the weights are E2M1");
+  static constexpr int warp_m = WarpM, warp_n = WarpN;
+  static constexpr int tiles_m = WarpM / 16, tiles_n = WarpN / 8;
+  static constexpr int k_step = 64;
+  using scale_b = typename FormatB::scale_type;
+  static constexpr int accumulator_exponent = dequant_scale<scale_b>::offset;
+  using b_tile = warp_tile<bf16_path, 16, WarpN, FormatB, FormatB>;
+
+  template <class Warp>
+  using accumulators =
+      typename warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::template accumulators<Warp>;
+
+  BLOCKSCALE_HOST_DEVICE static constexpr coord coord_of(int lane, int i, int j, int reg) noexcept {
+    return warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::coord_of(lane, i, j, reg);
+  }
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void clear(const Warp& warp, accumulators<Warp>& acc) {
+    warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::clear(warp, acc);
+  }
+
+  /// The eight registers of lane `lane` for A's row `row` at the k64 window `k0`, in the order of
+  /// `warp_tile::row_pairs`: pair p = (16t + e(p), 16t + e(p) + 4), e = p for p < 4, else p + 4.
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
+  a_pairs(const std::uint8_t* a, int a_stride, int lane, int row, int k0, std::uint32_t (&p)[8]) {
+    const std::uint8_t* at = a + row * a_stride + 2 * (k0 + 16 * (lane % 4));
+    const auto lo = detail::load_shared<detail::word_quad>(at);      // k 16t + 0 .. 7
+    const auto hi = detail::load_shared<detail::word_quad>(at + 16); // k 16t + 8 .. 15
+    BLOCKSCALE_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      // Element e sits in word e / 2, half e % 2; the pair takes the same half of two words.
+      const std::uint32_t selector = (j & 1) != 0 ? 0x7632u : 0x5410u;
+      p[j] = byte_perm(lo.w[j / 2], lo.w[j / 2 + 2], selector);
+      p[4 + j] = byte_perm(hi.w[j / 2], hi.w[j / 2 + 2], selector);
+    }
+  }
+
+  /// acc += A[WarpM rows of `a`][k0, k0 + 64) · B[WarpN rows of `b`][same k]ᵀ.
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
+                                          const std::uint8_t* a, int a_stride,
+                                          const shared_operand& b, int k0) {
+    lanes<Warp, a_fragment> fa[tiles_m][4];
+    warp.each([&](int lane) {
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < tiles_m; ++i) {
+        BLOCKSCALE_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          std::uint32_t p[8];
+          a_pairs(a, a_stride, lane, 16 * i + lane / 4 + 8 * h, k0, p);
+          BLOCKSCALE_UNROLL
+          for (int s = 0; s < 4; ++s) {
+            fa[i][s][lane].r[h] = p[2 * s];
+            fa[i][s][lane].r[h + 2] = p[2 * s + 1];
+          }
+        }
+      }
+    });
+    BLOCKSCALE_UNROLL
+    for (int j = 0; j < tiles_n; ++j) {
+      lanes<Warp, b_fragment> fb[4];
+      warp.each([&](int lane) {
+        std::uint32_t p[8];
+        b_tile::template row_pairs<Warp, scale_b, FormatB::block_size>(b, lane, 8 * j + lane / 4,
+                                                                       k0, p);
+        BLOCKSCALE_UNROLL
+        for (int s = 0; s < 4; ++s) {
+          fb[s][lane].r[0] = p[2 * s];
+          fb[s][lane].r[1] = p[2 * s + 1];
+        }
+      });
+      BLOCKSCALE_UNROLL
+      for (int s = 0; s < 4; ++s) {
+        BLOCKSCALE_UNROLL
+        for (int i = 0; i < tiles_m; ++i)
+          warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
+      }
+    }
+  }
+};
+
 } // namespace warp
 } // namespace cuda
 } // namespace v0
