@@ -4,10 +4,11 @@
 ///
 /// Shared memory holds each operand as rows of packed E2M1 (K-major, element 2i in the low nibble
 /// of byte i, as in global memory) and its scale codes row-major, one byte per block
-/// (`shared_operand`). The caller chooses the strides; `tile_layout` (below) gives ones free of
-/// bank conflicts for these loaders.
+/// (`shared_operand`). The caller chooses the strides; `cuda::kernels::gemm_operand_layout`
+/// (cuda/kernels/gemm.hpp) gives ones free of bank conflicts for these loaders, which the tests
+/// check from `load_offsets`.
 ///
-/// Two paths (tags):
+/// Paths (tags):
 /// - `bf16_path`: the loaders dequantize in registers (cuda/warp/dequant.hpp) and feed
 ///   `mma_bf16_m16n8k16`; any scale formats, A's and B's may differ (NVFP4 × MXFP4,
 ///   UE5M3 × UE4M3 ...). k-step 64. Inside a dot product any bijection of k applied to A and B
