@@ -8,8 +8,9 @@
 ///                stream).throw_if_error();
 ///
 /// `gemm` chooses the shape: the sm_120a block-scaled MMA where the running device's code has it
-/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4), else the in-register dequantizing path,
-/// with 16-row CTA tiles up to M = 64 and 128 × 128 tiles beyond. `gemm_with_shape<Shape>` takes
+/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; else the BF16 MMA on
+/// dequantized operands: in registers with 16-row CTA tiles up to M = 64 (gemm_small_m), once per
+/// 128 × 128 CTA tile into shared memory beyond (gemm_large_m). `gemm_with_shape<Shape>` takes
 /// the one you name.
 #pragma once
 

@@ -11,8 +11,9 @@
 /// any M and N work; K must be a multiple of the block sizes (the launcher checks).
 ///
 /// Shared memory per stage and operand: the packed rows `element_stride` bytes apart (64 bytes of
-/// a k-tile plus padding that makes the warp tile's loads free of bank conflicts: 96 for the bf16
-/// path's 8-byte loads, 80 for the block-scaled path's 4-byte loads), then the scale codes,
+/// a k-tile plus padding that makes the loads free of bank conflicts: 96 for the bf16 path's
+/// 8-byte loads, 80 for the block-scaled path's 4-byte loads, none for the dequantize-once path,
+/// whose CTA-wide dequantizer reads two whole rows per 16 lanes), then the scale codes,
 /// BK / block bytes per row. Scales are copied four codes at a time (one 32-bit word of either
 /// scale layout); a row-major layout whose blocks per row are not a multiple of four is read
 /// byte by byte instead.
@@ -37,8 +38,9 @@ namespace blockscale {
 inline namespace v0 {
 namespace cuda {
 
-/// The CTA and warp tile shapes of a GEMM kernel. `Path` is `warp::bf16_path` or
-/// `warp::block_scaled_path`.
+/// The CTA and warp tile shapes of a GEMM kernel. `Path` is `warp::bf16_path` (in-register
+/// dequantization), `warp::bf16_staged_path` (the CTA dequantizes each k-tile once into shared
+/// memory; a third phase per step) or `warp::block_scaled_path` (sm_120a).
 template <class Path, int BM, int BN, int WM, int WN, int Stages>
 struct gemm_shape {
   using path = Path;
