@@ -17,23 +17,28 @@
 #      CUDA benchmark target, build-gpu-bench/ from bench/gpu/ on its own, built alongside;
 #   4. build only the targets needed, in parallel: the tests labelled `cuda` (tests/unit/*.cu ->
 #      blockscale_test_<area>, and the CUDA examples), the other examples whose names contain
-#      "cuda", and blockscale_bench_quantize_cuda (if that fails, once more on its own with
-#      warnings not errors);
-#   5. the benchmark, its table written with --out (first: its numbers are what the session is
-#      for, and it checks each configuration against the host itself);
-#   6. ctest -L cuda --output-on-failure, then those other examples;
+#      "cuda", blockscale_bench_gemm_cuda and blockscale_bench_quantize_cuda (a benchmark that
+#      fails to build is tried once more on its own with warnings not errors);
+#   5. the benchmarks, their tables written with --out (first: their numbers are what the session
+#      is for, and they check each configuration against the host themselves): the GEMM against
+#      cuBLASLt (at most 90 s), then quantization (at most 240 s);
+#   6. ctest -L cuda --output-on-failure without the GEMM test, then the GEMM test
+#      (blockscale_test_cuda_gemm) as a step of its own, then those other examples;
 #   7. compute-sanitizer --tool memcheck, then --tool racecheck (--error-exitcode 86), on the
-#      benchmark's --quick run and on each test labelled cuda (its command line), smallest first,
-#      4 at a time;
-#   8. a summary, printed last; with $OUT set, summary.txt, bench_quantize_cuda.md and
-#      logs.tar.gz (every log) are copied there.
+#      quantization benchmark's --quick run and on each test labelled cuda (its command line),
+#      smallest first, 4 at a time, with BLOCKSCALE_TEST_QUICK=1 (the GEMM test's short list);
+#      memcheck also on the GEMM benchmark's --quick run (one timed call each), last;
+#   8. a summary, printed last; with $OUT set, summary.txt, bench_gemm_cuda.md,
+#      bench_quantize_cuda.md and logs.tar.gz (every log) are copied there.
 # Idempotent: the build trees are reused (an incremental build), the logs are made afresh.
 #
 # Environment: BLOCKSCALE_GPU_BUDGET (seconds, default 450); BLOCKSCALE_GPU_STAGES, the stages
-# after the build to run (default "tests bench sanitize"; e.g. "bench" for a rerun of the
-# benchmark alone); BLOCKSCALE_BENCH_ARGS, more arguments for the benchmark (e.g. "--only MoE");
-# BLOCKSCALE_GPU_ARCH, the CUDA architecture (default: the device's); BLOCKSCALE_GPU_SANITIZE_JOBS,
-# sanitizer runs side by side (default 4).
+# after the build to run (default "tests gemm bench sanitize": "gemm" is the GEMM benchmark,
+# "bench" the quantization one; e.g. "gemm" for a rerun of the GEMM benchmark alone);
+# BLOCKSCALE_BENCH_ARGS, more arguments for the quantization benchmark (e.g. "--only MoE");
+# BLOCKSCALE_GEMM_BENCH_ARGS, for the GEMM one (e.g. "--only x14336"); BLOCKSCALE_GPU_ARCH, the
+# CUDA architecture (default: the device's); BLOCKSCALE_GPU_SANITIZE_JOBS, sanitizer runs side by
+# side (default 4).
 set -u
 set -o pipefail
 
@@ -41,8 +46,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 
 budget=${BLOCKSCALE_GPU_BUDGET:-450}
-stages=" ${BLOCKSCALE_GPU_STAGES:-tests bench sanitize} "
+stages=" ${BLOCKSCALE_GPU_STAGES:-tests gemm bench sanitize} "
 read -r -a extra_bench_args <<<"${BLOCKSCALE_BENCH_ARGS:-}"
+read -r -a extra_gemm_bench_args <<<"${BLOCKSCALE_GEMM_BENCH_ARGS:-}"
 start=$SECONDS
 deadline=$((start + budget))
 jobs=$(nproc 2>/dev/null || echo 4)
@@ -51,6 +57,8 @@ bench_build=$root/build-gpu-bench
 deps=$root/build-gpu-deps/prefix
 logs=$root/build-gpu-logs
 bench_name=blockscale_bench_quantize_cuda
+gemm_bench_name=blockscale_bench_gemm_cuda
+gemm_test_name=blockscale_test_cuda_gemm
 sanitizer_error=86
 
 rm -rf "$logs"
@@ -120,7 +128,7 @@ run_step() {
   return "$rc"
 }
 
-# Writes the summary, copies the results to $OUT (3 files; at most 8 come back) and exits; also
+# Writes the summary, copies the results to $OUT (4 files; at most 8 come back) and exits; also
 # on an early exit (the EXIT trap), so that what ran is reported.
 finished=0
 finish() {
@@ -139,6 +147,7 @@ finish() {
   if [[ -n ${OUT:-} ]]; then
     mkdir -p "$OUT"
     cp "$logs/summary.txt" "$OUT/summary.txt"
+    [[ -f $logs/bench_gemm_cuda.md ]] && cp "$logs/bench_gemm_cuda.md" "$OUT/"
     [[ -f $logs/bench_quantize_cuda.md ]] && cp "$logs/bench_quantize_cuda.md" "$OUT/"
     # Sanitizer logs can be long: at most 4 MiB of each goes into the archive.
     local packed=$root/build-gpu-logs-packed f
@@ -156,6 +165,10 @@ finish() {
   if [[ -f $logs/bench_quantize_cuda.md ]]; then
     echo
     cat "$logs/bench_quantize_cuda.md"
+  fi
+  if [[ -f $logs/bench_gemm_cuda.md ]]; then
+    echo
+    cat "$logs/bench_gemm_cuda.md"
   fi
   if ((failures == 0)); then
     exit 0
@@ -367,15 +380,19 @@ if ((main_ok && need_tests)); then
 fi
 
 bench_exe=
+gemm_bench_exe=
 bench_in_main=0
 if ((main_ok)) && has_target "$build" "$bench_name"; then
   bench_in_main=1
   want "$bench_name"
+  # An older tree has the quantization benchmark alone.
+  has_target "$build" "$gemm_bench_name" && want "$gemm_bench_name"
 fi
 # The executables of an earlier run go first: a build that fails must not leave an old one to be
 # run (with ninja only the link is redone).
-rm -f "$build/bench/gpu/$bench_name" "$bench_build/$bench_name" \
-  "$root/build-gpu-bench-relaxed/$bench_name"
+for b in "$bench_name" "$gemm_bench_name"; do
+  rm -f "$build/bench/gpu/$b" "$bench_build/$b" "$root/build-gpu-bench-relaxed/$b"
+done
 for t in ${targets[@]+"${targets[@]}"}; do
   [[ -d $build ]] && find "$build" -maxdepth 3 -type f -name "$t" -delete
 done
@@ -390,8 +407,10 @@ if ((!bench_in_main)); then
     bench_limit=$(limit_for 300)
     bench_t0=$SECONDS
     log "==> build-bench (limit ${bench_limit}s, in the background)"
+    bench_targets=("$bench_name")
+    has_target "$bench_build" "$gemm_bench_name" && bench_targets+=("$gemm_bench_name")
     timeout --kill-after=10 "$bench_limit" cmake --build "$bench_build" --parallel "$jobs" \
-      --target "$bench_name" >"$logs/build-bench.log" 2>&1 &
+      --target "${bench_targets[@]}" -- "${keep_going[@]}" >"$logs/build-bench.log" 2>&1 &
     bench_pid=$!
   fi
 fi
@@ -413,28 +432,56 @@ if [[ -n $bench_pid ]]; then
 fi
 if ((bench_in_main)); then
   bench_exe=$build/bench/gpu/$bench_name
+  gemm_bench_exe=$build/bench/gpu/$gemm_bench_name
 else
   bench_exe=$bench_build/$bench_name
+  gemm_bench_exe=$bench_build/$gemm_bench_name
 fi
-# A second try at the benchmark alone, warnings not errors (a newer compiler may warn where the
-# project's does not): the measurements matter more here than the warning policy.
+# A second try at the benchmarks that did not build, on their own, warnings not errors (a newer
+# compiler may warn where the project's does not): the measurements matter more here than the
+# warning policy.
+relaxed_targets=()
 if [[ ! -x $bench_exe ]] && { stage bench || stage sanitize; }; then
+  relaxed_targets+=("$bench_name")
+fi
+if [[ ! -x $gemm_bench_exe ]] && { stage gemm || stage sanitize; } &&
+  [[ -f $root/bench/gpu/bench_gemm_cuda.cu ]]; then
+  relaxed_targets+=("$gemm_bench_name")
+fi
+if ((${#relaxed_targets[@]} > 0)); then
   relaxed=$root/build-gpu-bench-relaxed
   if stale "$relaxed" "$root/bench/gpu"; then
     rm -rf "$relaxed"
   fi
-  log "no benchmark built: trying again in $relaxed with -DBLOCKSCALE_BENCH_WERROR=OFF"
+  log "not built: ${relaxed_targets[*]}: trying again in $relaxed with -DBLOCKSCALE_BENCH_WERROR=OFF"
   if run_step configure-bench-relaxed 60 cmake -S "$root/bench/gpu" -B "$relaxed" \
     -G "$generator" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
     -DBLOCKSCALE_BENCH_WERROR=OFF; then
     run_step build-bench-relaxed 240 cmake --build "$relaxed" --parallel "$jobs" \
-      --target "$bench_name" && bench_exe=$relaxed/$bench_name
+      --target "${relaxed_targets[@]}" -- "${keep_going[@]}"
+    [[ -x $relaxed/$bench_name && ! -x $bench_exe ]] && bench_exe=$relaxed/$bench_name
+    [[ -x $relaxed/$gemm_bench_name && ! -x $gemm_bench_exe ]] &&
+      gemm_bench_exe=$relaxed/$gemm_bench_name
   fi
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 5. The benchmark, first: its numbers are what a device session is for, and it checks its own
-# configurations against the host.
+# 5. The benchmarks, first: their numbers are what a device session is for, and they check their
+# own configurations against the host. The GEMM's first (the newer), with a bounded share.
+
+if ! stage gemm; then
+  log "stage 'gemm' not asked for (BLOCKSCALE_GPU_STAGES)"
+elif [[ -x $gemm_bench_exe ]]; then
+  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    >"$logs/gpu-before-gemm-bench.log" 2>&1
+  run_step gemm-bench 90 "$gemm_bench_exe" --out "$logs/bench_gemm_cuda.md" \
+    ${extra_gemm_bench_args[@]+"${extra_gemm_bench_args[@]}"}
+  nvidia-smi --format=csv --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    >"$logs/gpu-after-gemm-bench.log" 2>&1
+else
+  log "no GEMM benchmark executable ($gemm_bench_exe)"
+  record gemm-bench "NOT BUILT" 0
+fi
 
 if ! stage bench; then
   log "stage 'bench' not asked for (BLOCKSCALE_GPU_STAGES)"
@@ -471,8 +518,19 @@ fi
 if ! stage tests; then
   log "stage 'tests' not asked for (BLOCKSCALE_GPU_STAGES)"
 elif ((${#runnable[@]} > 0)); then
-  run_step ctest-cuda 200 ctest --test-dir "$build" -L cuda --output-on-failure \
-    --no-tests=error --timeout 180 --parallel 4
+  gemm_test_built=0
+  for line in "${runnable[@]}"; do
+    exe=${line%%$'\t'*}
+    [[ ${exe##*/} == "$gemm_test_name" ]] && gemm_test_built=1
+  done
+  if ((${#runnable[@]} > gemm_test_built)); then
+    run_step ctest-cuda 200 ctest --test-dir "$build" -L cuda -E "^$gemm_test_name\$" \
+      --output-on-failure --no-tests=error --timeout 180 --parallel 4
+  fi
+  if ((gemm_test_built)); then
+    run_step ctest-cuda-gemm 120 ctest --test-dir "$build" -R "^$gemm_test_name\$" \
+      --output-on-failure --no-tests=error --timeout 110
+  fi
 fi
 stage tests || examples=()
 for e in ${examples[@]+"${examples[@]}"}; do
@@ -515,7 +573,9 @@ elif have compute-sanitizer; then
   fi
   queue=() # name, then the command, tab-separated
   for tool in memcheck racecheck; do
-    sanitizer=$'compute-sanitizer\t--tool\t'"$tool"$'\t--error-exitcode\t'"$sanitizer_error"
+    # BLOCKSCALE_TEST_QUICK=1: the tests that know it (the GEMM test) run their short list.
+    sanitizer=$'env\tBLOCKSCALE_TEST_QUICK=1\tcompute-sanitizer\t--tool\t'"$tool"
+    sanitizer+=$'\t--error-exitcode\t'"$sanitizer_error"
     if [[ -x $bench_exe ]]; then
       queue+=("sanitize-$tool-bench-quick"$'\t'"$sanitizer"$'\t'"$bench_exe"$'\t--quick')
     fi
@@ -523,6 +583,10 @@ elif have compute-sanitizer; then
       exe=${line%%$'\t'*}
       queue+=("sanitize-$tool-${exe##*/}"$'\t'"$sanitizer"$'\t'"$line")
     done
+    # The GEMM benchmark under memcheck only (racecheck would mostly watch cuBLAS's kernels).
+    if [[ $tool == memcheck && -x $gemm_bench_exe ]]; then
+      queue+=("sanitize-$tool-gemm-bench-quick"$'\t'"$sanitizer"$'\t'"$gemm_bench_exe"$'\t--quick\t--iterations\t1')
+    fi
   done
   for entry in ${queue[@]+"${queue[@]}"}; do
     IFS=$'\t' read -r -a parts <<<"$entry"

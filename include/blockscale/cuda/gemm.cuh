@@ -10,12 +10,14 @@
 /// `gemm` chooses the shape: the sm_120a block-scaled MMA where the running device's code has it
 /// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; else the BF16 MMA on
 /// dequantized operands: in registers with 16-row CTA tiles up to M = 64 (gemm_small_m), once per
-/// 128 × 128 CTA tile into shared memory beyond (gemm_large_m). `gemm_with_shape<Shape>` takes
-/// the one you name.
+/// 128 × 128 CTA tile into shared memory beyond (gemm_large_m), or in registers where the device
+/// gives a block too little shared memory for that (gemm_large_m_in_register).
+/// `gemm_with_shape<Shape>` takes the one you name.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <mutex>
 #include <type_traits>
 
@@ -37,9 +39,11 @@ __global__ void block_scaled_mma_probe(int* has) {
 }
 
 /// Whether the code this program runs on the current device has the block-scaled MMA (the pass
-/// that was loaded for it decides, not the device alone). Probed once per device; the probe
-/// synchronizes the device the first time.
-inline bool device_has_block_scaled_mma() {
+/// that was loaded for it decides, not the device alone). Probed once per device with a tiny
+/// kernel and a synchronous copy; while `stream` is being captured into a graph the probe would
+/// break the capture, so an unprobed device answers false then (uncached), and a probe whose
+/// calls fail is not cached either.
+inline bool device_has_block_scaled_mma(cudaStream_t stream = nullptr) {
   static std::mutex lock;
   static int known[64] = {}; // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -48,19 +52,39 @@ inline bool device_has_block_scaled_mma() {
     return false;
   }
   std::lock_guard<std::mutex> hold(lock);
-  if (known[device] == 0) {
-    int* flag = nullptr;
-    int has = 0;
-    if (cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
-      block_scaled_mma_probe<><<<1, 1>>>(flag);
-      if (cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess)
-        has = 0;
-      cudaFree(flag);
-    }
+  if (known[device] != 0)
+    return known[device] == 2;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
-    known[device] = has ? 2 : 1;
+    return false;
   }
-  return known[device] == 2;
+  int* flag = nullptr;
+  int has = 0;
+  bool probed = false;
+  if (cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
+    block_scaled_mma_probe<><<<1, 1>>>(flag);
+    probed = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(flag);
+  }
+  (void)cudaGetLastError();
+  if (probed)
+    known[device] = has ? 2 : 1;
+  return probed && has != 0;
+}
+
+/// Whether `Program`'s shared storage fits the current device's opt-in limit per block.
+template <class Program>
+bool fits_shared_memory() {
+  int device = 0, limit = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return true; // the launch reports the device's trouble
+  }
+  return sizeof(typename Program::shared_storage) <= static_cast<std::size_t>(limit);
 }
 
 } // namespace detail
@@ -85,12 +109,15 @@ template <class FormatA, class FormatB, class Out>
       std::is_same<FormatA, FormatB>::value &&
       (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value);
   if constexpr (native_formats) {
-    if (a.rows() > 64 && detail::device_has_block_scaled_mma())
+    if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
   }
   if (a.rows() <= 64)
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
-  return gemm_with_shape<gemm_large_m>(a, b, c, alpha, beta, stream);
+  // The dequantize-once tiles need 122 KiB of shared memory: more than sm_86/89/120 give a block.
+  if (detail::fits_shared_memory<kernels::gemm_program<FormatA, FormatB, Out, gemm_large_m>>())
+    return gemm_with_shape<gemm_large_m>(a, b, c, alpha, beta, stream);
+  return gemm_with_shape<gemm_large_m_in_register>(a, b, c, alpha, beta, stream);
 }
 
 /// Writable views convert: the same with quantized_view operands.

@@ -104,8 +104,10 @@ struct device_runner {
           cudaFuncSetAttribute(looped_program_kernel<Program>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "cudaFuncSetAttribute (dynamic shared memory)");
-      if (!set)
+      if (!set) {
+        (void)cudaGetLastError(); // not left for the next launch to report
         return set;
+      }
     }
     looped_program_kernel<Program>
         <<<static_cast<unsigned>(ctas), Program::threads, bytes, stream>>>(program);
