@@ -241,11 +241,12 @@ struct warp_tile {
     }
   }
 
-private:
-  template <class Warp>
-  BLOCKSCALE_HOST_DEVICE static void step_bf16(const Warp& warp, accumulators<Warp>& acc,
-                                               const shared_operand& a, const shared_operand& b,
-                                               int k0) {
+  /// The bf16 paths' step with A's eight pairs per lane and row supplied by `a_rows(lane, row,
+  /// pairs)` (in `row_pairs`' order) and B's from `b`: how the W4A16 tile reuses this one.
+  template <class Warp, class ARows>
+  BLOCKSCALE_HOST_DEVICE static void step_with_a(const Warp& warp, accumulators<Warp>& acc,
+                                                 const ARows& a_rows, const shared_operand& b,
+                                                 int k0) {
     // A for the whole warp tile (tiles_m × 4 k16 steps), then B one n8 column at a time.
     lanes<Warp, a_fragment> fa[tiles_m][4];
     warp.each([&](int lane) {
@@ -254,7 +255,7 @@ private:
         BLOCKSCALE_UNROLL
         for (int h = 0; h < 2; ++h) {
           std::uint32_t p[8];
-          row_pairs<Warp, scale_a, FormatA::block_size>(a, lane, 16 * i + lane / 4 + 8 * h, k0, p);
+          a_rows(lane, 16 * i + lane / 4 + 8 * h, p);
           BLOCKSCALE_UNROLL
           for (int s = 0; s < 4; ++s) {
             fa[i][s][lane].r[h] = p[2 * s];
@@ -282,6 +283,19 @@ private:
           warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
       }
     }
+  }
+
+private:
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step_bf16(const Warp& warp, accumulators<Warp>& acc,
+                                               const shared_operand& a, const shared_operand& b,
+                                               int k0) {
+    step_with_a(
+        warp, acc,
+        [&](int lane, int row, std::uint32_t(&p)[8]) {
+          row_pairs<Warp, scale_a, FormatA::block_size>(a, lane, row, k0, p);
+        },
+        b, k0);
   }
 
   // NVFP4: the k64 step s uses ThreadA = ThreadB = s (lanes with t / 2 == s hold its A scales);
@@ -381,18 +395,18 @@ struct warp_tile_w4a16 {
   static constexpr int k_step = 64;
   using scale_b = typename FormatB::scale_type;
   static constexpr int accumulator_exponent = dequant_scale<scale_b>::offset;
-  using b_tile = warp_tile<bf16_path, 16, WarpN, FormatB, FormatB>;
+  /// The bf16 warp tile whose step this one runs, with A's pairs read from BF16 memory.
+  using weights_tile = warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>;
 
   template <class Warp>
-  using accumulators =
-      typename warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::template accumulators<Warp>;
+  using accumulators = typename weights_tile::template accumulators<Warp>;
 
   BLOCKSCALE_HOST_DEVICE static constexpr coord coord_of(int lane, int i, int j, int reg) noexcept {
-    return warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::coord_of(lane, i, j, reg);
+    return weights_tile::coord_of(lane, i, j, reg);
   }
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE static void clear(const Warp& warp, accumulators<Warp>& acc) {
-    warp_tile<bf16_path, WarpM, WarpN, FormatB, FormatB>::clear(warp, acc);
+    weights_tile::clear(warp, acc);
   }
 
   /// The eight registers of lane `lane` for A's row `row` at the k64 window `k0`, in the order of
@@ -416,42 +430,10 @@ struct warp_tile_w4a16 {
   BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
                                           const std::uint8_t* a, int a_stride,
                                           const shared_operand& b, int k0) {
-    lanes<Warp, a_fragment> fa[tiles_m][4];
-    warp.each([&](int lane) {
-      BLOCKSCALE_UNROLL
-      for (int i = 0; i < tiles_m; ++i) {
-        BLOCKSCALE_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          std::uint32_t p[8];
-          a_pairs(a, a_stride, lane, 16 * i + lane / 4 + 8 * h, k0, p);
-          BLOCKSCALE_UNROLL
-          for (int s = 0; s < 4; ++s) {
-            fa[i][s][lane].r[h] = p[2 * s];
-            fa[i][s][lane].r[h + 2] = p[2 * s + 1];
-          }
-        }
-      }
-    });
-    BLOCKSCALE_UNROLL
-    for (int j = 0; j < tiles_n; ++j) {
-      lanes<Warp, b_fragment> fb[4];
-      warp.each([&](int lane) {
-        std::uint32_t p[8];
-        b_tile::template row_pairs<Warp, scale_b, FormatB::block_size>(b, lane, 8 * j + lane / 4,
-                                                                       k0, p);
-        BLOCKSCALE_UNROLL
-        for (int s = 0; s < 4; ++s) {
-          fb[s][lane].r[0] = p[2 * s];
-          fb[s][lane].r[1] = p[2 * s + 1];
-        }
-      });
-      BLOCKSCALE_UNROLL
-      for (int s = 0; s < 4; ++s) {
-        BLOCKSCALE_UNROLL
-        for (int i = 0; i < tiles_m; ++i)
-          warp.mma(mma_bf16_m16n8k16{}, acc.tile[i][j], fa[i][s], fb[s], acc.tile[i][j]);
-      }
-    }
+    weights_tile::step_with_a(
+        warp, acc,
+        [&](int lane, int row, std::uint32_t(&p)[8]) { a_pairs(a, a_stride, lane, row, k0, p); }, b,
+        k0);
   }
 };
 
