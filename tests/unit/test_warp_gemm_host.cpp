@@ -552,7 +552,7 @@ int worst_bank_load(const lane_offsets& offsets, int access_bytes) {
 
 /// Worst bank load over the bf16 path's loads of one operand tile (`rows` rows, a multiple of 8):
 /// per row group h and atom row (A: 16i + g + 8h; B: 8j + g), the 8-byte element load and the
-/// 1-byte scale load of each k64 chunk of a 128-wide k-tile — the offsets dequantize_row uses.
+/// 1-byte scale load of each k64 chunk of a 128-wide k-tile — the offsets row_pairs uses.
 std::pair<int, int> bf16_path_bank_load(int rows, int stride, int block, int scale_stride) {
   int elements = 0, scales = 0;
   for (int k0 = 0; k0 < 128; k0 += 64)
