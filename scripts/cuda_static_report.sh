@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Static report of the CUDA kernels, no GPU needed (docs/cuda-static.md): compiles
-# tests/cuda/kernels.cu for each architecture with nvcc (-Xptxas=-v, -lineinfo), installs cuobjdump
-# and nvdisasm from their pip wheels into a cached virtual environment, and prints per
-# architecture each kernel's registers, shared memory, stack frame and spills, and for one
-# architecture the SASS instruction counts of the bf16 -> NVFP4 quantize kernels.
+# tests/cuda/kernels.cu and tests/cuda/gemm_kernels.cu for each architecture with nvcc
+# (-Xptxas=-v, -lineinfo), installs cuobjdump and nvdisasm from their pip wheels into a cached
+# virtual environment, and prints per architecture each kernel's registers, shared memory, stack
+# frame and spills, for one architecture the SASS instruction counts of the bf16 -> NVFP4
+# quantize kernels, and for every architecture the SASS figures of the GEMM main loops.
 #   scripts/cuda_static_report.sh [--archs "80 90 100a 120a"] [--sass-arch 90] [--all-kernels]
+#                                 [--gemm-only | --no-gemm]
 #   scripts/cuda_static_report.sh --install-only
 #   --archs         architectures to compile for (default: 80 90 100a 120a, as CMake's default)
 #   --sass-arch     the architecture whose SASS is counted (default 90; "none" to skip)
 #   --all-kernels   every kernel the launchers can choose (269; about 3 minutes per architecture)
+#   --gemm-only     only the GEMM kernels (about 15 CPU-seconds per architecture)
+#   --no-gemm       only the kernels of kernels.cu
 #   --install-only  only install the tools (then the ctest blockscale_cuda_static runs, not skips)
 # Output (cubins, ptxas logs, report.md, the weighted SASS listings) goes to build-static/ unless
 # BLOCKSCALE_STATIC_DIR says otherwise; cubins are rebuilt only when a source is newer. The tools'
@@ -21,6 +25,8 @@ archs="80 90 100a 120a"
 sass_arch=90
 all_kernels=0
 install_only=0
+quantize=1
+gemm=1
 while (($# > 0)); do
   case $1 in
   --archs)
@@ -32,9 +38,11 @@ while (($# > 0)); do
     shift
     ;;
   --all-kernels) all_kernels=1 ;;
+  --gemm-only) quantize=0 ;;
+  --no-gemm) gemm=0 ;;
   --install-only) install_only=1 ;;
   -h | --help)
-    sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
     ;;
   *)
@@ -67,7 +75,6 @@ if [[ -z $nvcc ]]; then
 fi
 out=${BLOCKSCALE_STATIC_DIR:-$blockscale_root/build-static}
 mkdir -p "$out"
-source=$blockscale_root/tests/cuda/kernels.cu
 # The flags of the CMake target (Release, warnings as errors), plus line info for the listings
 # (it does not change the SASS) and ptxas's resource report.
 flags=(-std=c++17 -O3 -DNDEBUG -I "$blockscale_root/include" "-Xcompiler=-Wall,-Wextra,-Werror"
@@ -75,59 +82,87 @@ flags=(-std=c++17 -O3 -DNDEBUG -I "$blockscale_root/include" "-Xcompiler=-Wall,-
 suffix=
 ((all_kernels)) && suffix=.all
 
+# What to compile: kernels.cu into kernels.sm_ARCH[.all].cubin, gemm_kernels.cu into
+# gemm.sm_ARCH.cubin (ptxas logs beside them).
+units=()
+((quantize)) && units+=("kernels:kernels.cu:$suffix")
+((gemm)) && units+=("gemm:gemm_kernels.cu:")
+
 newest_source() {
-  find "$blockscale_root/include" "$source" -type f -newer "$1" -print -quit
+  find "$blockscale_root/include" "$2" -type f -newer "$1" -print -quit
 }
 
-# One nvcc per architecture, as many at a time as there are cores.
+# One nvcc per architecture and file, as many at a time as there are cores.
 compiled=()
-for arch in $archs; do
-  cubin=$out/kernels.sm_$arch$suffix.cubin
-  if [[ -f $cubin && -z $(newest_source "$cubin") ]]; then
-    continue
-  fi
-  while (($(jobs -rp | wc -l) >= blockscale_jobs)); do
-    wait -n || true
-  done
-  echo "Compiling tests/cuda/kernels.cu for sm_$arch"
-  compiled+=("$arch")
-  rm -f "$out/rc.sm_$arch"
-  (
-    start=$SECONDS
-    rc=0
-    "$nvcc" "${flags[@]}" -cubin -gencode "arch=compute_$arch,code=sm_$arch" "$source" \
-      -o "$cubin.tmp" 2>"$out/ptxas.sm_$arch$suffix.log" || rc=$?
-    if ((rc == 0)); then
-      mv "$cubin.tmp" "$cubin"
-      echo "  sm_$arch: $((SECONDS - start)) s"
+for unit in "${units[@]}"; do
+  IFS=: read -r name file tag <<<"$unit"
+  source=$blockscale_root/tests/cuda/$file
+  for arch in $archs; do
+    cubin=$out/$name.sm_$arch$tag.cubin
+    if [[ -f $cubin && -z $(newest_source "$cubin" "$source") ]]; then
+      continue
     fi
-    echo "$rc" >"$out/rc.sm_$arch"
-  ) &
+    while (($(jobs -rp | wc -l) >= blockscale_jobs)); do
+      wait -n || true
+    done
+    echo "Compiling tests/cuda/$file for sm_$arch"
+    compiled+=("$name.sm_$arch$tag")
+    rm -f "$out/rc.$name.sm_$arch$tag"
+    (
+      start=$SECONDS
+      rc=0
+      "$nvcc" "${flags[@]}" -cubin -gencode "arch=compute_$arch,code=sm_$arch" "$source" \
+        -o "$cubin.tmp" 2>"$out/ptxas.$name.sm_$arch$tag.log" || rc=$?
+      if ((rc == 0)); then
+        mv "$cubin.tmp" "$cubin"
+        echo "  $file sm_$arch: $((SECONDS - start)) s"
+      fi
+      echo "$rc" >"$out/rc.$name.sm_$arch$tag"
+    ) &
+  done
 done
 wait
-for arch in "${compiled[@]}"; do
-  if [[ $(cat "$out/rc.sm_$arch" 2>/dev/null) != 0 ]]; then
-    echo "error: nvcc failed for sm_$arch (see $out/ptxas.sm_$arch$suffix.log)" >&2
+for what in "${compiled[@]}"; do
+  if [[ $(cat "$out/rc.$what" 2>/dev/null) != 0 ]]; then
+    echo "error: nvcc failed for $what (see $out/ptxas.$what.log)" >&2
     exit 1
   fi
 done
 
 report=(python3 "$blockscale_root/tests/cuda/cuda_static.py" report --listing "$out/sass")
 for arch in $archs; do
-  report+=(--cubin "sm_$arch=$out/kernels.sm_$arch$suffix.cubin")
-  report+=(--ptxas-log "sm_$arch=$out/ptxas.sm_$arch$suffix.log")
+  if ((quantize)); then
+    report+=(--cubin "sm_$arch=$out/kernels.sm_$arch$suffix.cubin")
+    report+=(--ptxas-log "sm_$arch=$out/ptxas.kernels.sm_$arch$suffix.log")
+  fi
+  if ((gemm)); then
+    report+=(--gemm-cubin "sm_$arch=$out/gemm.sm_$arch.cubin")
+    report+=(--gemm-ptxas-log "sm_$arch=$out/ptxas.gemm.sm_$arch.log")
+  fi
 done
-if [[ $sass_arch != none ]]; then
+if [[ $sass_arch != none ]] && ((quantize)); then
   report+=(--sass-arch "sm_$sass_arch")
 fi
+if [[ $sass_arch != none ]]; then
+  report+=(--gemm-breakdown-arch "sm_$sass_arch")
+fi
+name=report$suffix
+((quantize)) || name=report.gemm
 {
   echo "# CUDA static report, $(date -u +%Y-%m-%d)"
   echo
   kernels="the kernels of tests/cuda/kernels.cu"
   ((all_kernels)) && kernels="every kernel the launchers can choose"
-  echo "$("$nvcc" --version | grep release); cuobjdump and nvdisasm $tools_version; $kernels."
+  ((quantize)) || kernels=
+  if ((gemm)); then
+    kernels="${kernels:+$kernels and }the GEMM kernels of tests/cuda/gemm_kernels.cu"
+  fi
+  commit=$(git -C "$blockscale_root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  dirty=$(git -C "$blockscale_root" status --porcelain -- include tests/cuda 2>/dev/null | head -1)
+  echo "$("$nvcc" --version | grep release); cuobjdump and nvdisasm $tools_version; $kernels;" \
+    "tree at $commit${dirty:+ with local changes}."
   echo
   "${report[@]}"
-} | tee "$out/report$suffix.md"
+} | tee "$out/$name.md"
 echo
-echo "Written to $out/report$suffix.md; weighted SASS listings in $out/sass/"
+echo "Written to $out/$name.md; weighted SASS listings in $out/sass/"

@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
 """Static checks and reports of blockscale's CUDA kernels, read from compiled code (no GPU).
 
-  cuda_static.py check --archs "80;90;100a;120a" OBJECT
-      The ctest `blockscale_cuda_static` (label `static`): reads the kernels of OBJECT (the object
-      file of tests/cuda/kernels.cu, one cubin per architecture) with cuobjdump and fails when any
-      kernel of any architecture has a stack frame or local memory (STACK or LOCAL in
+  cuda_static.py check --archs "80;90;100a;120a" [--expect-gemm] OBJECT...
+      The ctest `blockscale_cuda_static` (label `static`): reads the kernels of the OBJECTs (the
+      object files of tests/cuda/kernels.cu and gemm_kernels.cu, one cubin per architecture, also
+      given as one argument separated by semicolons) with cuobjdump and fails when any kernel of
+      any architecture has a stack frame or local memory (STACK or LOCAL in
       --dump-resource-usage; LDL/STL, which need one, are counted in the SASS of those): a
       register spill always needs a frame, so this finds every spill (and local arrays too, which
-      cost the same in these kernels). Exits 77 (ctest: skipped) when there is no cuobjdump.
+      cost the same in these kernels). For the GEMM kernels it reads the SASS of the main loop and
+      fails on any QMMA, on HMMA per k-tile other than the warp tile's on the bf16 paths, and on
+      OMMA per k-tile other than the warp tile's for the block-scaled path on sm_120a (a trap
+      elsewhere); it prints their instructions per dequantized element (docs/cuda-static.md, "GEMM
+      kernels"). --expect-gemm fails when there is no GEMM kernel. Exits 77 (ctest: skipped) when
+      there is no cuobjdump.
 
   cuda_static.py report --cubin sm_90=FILE ... [--ptxas-log sm_90=FILE ...] [--sass-arch sm_90]
+                        [--gemm-cubin sm_90=FILE ... [--gemm-ptxas-log sm_90=FILE ...]]
       The tables of scripts/cuda_static_report.sh and docs/cuda-static.md: per architecture, each
       kernel's registers, shared memory, stack and spills; for one architecture, the SASS
       instruction counts of the bf16 -> NVFP4 quantize kernels, static and weighted by execution
-      along the common path, per element (see docs/cuda-static.md, "Counting instructions").
+      along the common path, per element (see docs/cuda-static.md, "Counting instructions"); and
+      for the GEMM cubins, the main loop's figures per architecture.
 
 cuobjdump and nvdisasm are found in this order: --cuobjdump / --nvdisasm, the environment
 variables BLOCKSCALE_CUOBJDUMP / BLOCKSCALE_NVDISASM, the virtual environment that
@@ -189,6 +197,11 @@ def short_name(demangled):
         text = text[:text.index("(")]
     text = re.sub(r"^void\s+", "", text).strip()
     tree = parse_template(text)
+    gemm = gemm_short_name(text)
+    if gemm:
+        return gemm
+    if strip_ns(tree[0]) == "block_scaled_mma_probe":
+        return "gemm probe (block_scaled_mma_probe)"
     if strip_ns(tree[0]) != "program_kernel" or not tree[1]:
         return render(tree)
     program = tree[1][0]
@@ -225,8 +238,51 @@ def short_name(demangled):
     return render(program)
 
 
+# The shapes of cuda/gemm.hpp, by their template arguments.
+GEMM_SHAPES = {
+    ("bf16_path", 16, 64, 16, 16, 4): "small_m",
+    ("bf16_staged_path", 128, 128, 64, 32, 3): "large_m",
+    ("bf16_path", 128, 128, 64, 32, 3): "large_m_in_register",
+    ("block_scaled_path", 128, 128, 64, 32, 3): "block_scaled",
+}
+
+
+def gemm_geometry(demangled):
+    """The template arguments of a GEMM kernel, looped_program_kernel<gemm_program<FormatA,
+    FormatB, Out, gemm_shape<Path, BM, BN, WM, WN, Stages>>> (cuda/kernels/gemm.hpp), as a dict,
+    or None for any other kernel."""
+    text = demangled
+    if "(" in text:
+        text = text[:text.index("(")]
+    tree = parse_template(re.sub(r"^void\s+", "", text).strip())
+    if strip_ns(tree[0]) != "looped_program_kernel" or not tree[1]:
+        return None
+    program = tree[1][0]
+    if strip_ns(program[0]) != "gemm_program" or len(program[1]) != 4:
+        return None
+    fa, fb, out, shape = program[1]
+    if strip_ns(shape[0]) != "gemm_shape" or len(shape[1]) != 6:
+        return None
+    try:
+        path = strip_ns(render(shape[1][0]))
+        bm, bn, wm, wn, stages = (int(render(a)) for a in shape[1][1:])
+    except ValueError:
+        return None
+    key = (path, bm, bn, wm, wn, stages)
+    return {"a": short_format(fa), "b": short_format(fb), "out": short_type(out), "path": path,
+            "bm": bm, "bn": bn, "wm": wm, "wn": wn, "stages": stages,
+            "shape": GEMM_SHAPES.get(key, f"{path} {bm}x{bn}/{wm}x{wn}/{stages}")}
+
+
+def gemm_short_name(demangled):
+    g = gemm_geometry(demangled)
+    if g is None:
+        return None
+    return f"gemm {g['a']} x {g['b']} -> {g['out']} {g['shape']}"
+
+
 def sort_key(short):
-    kind_order = {"quantize": 0, "amax": 1, "dequantize": 2}
+    kind_order = {"quantize": 0, "amax": 1, "dequantize": 2, "gemm": 3}
     parts = short.split()
     return (kind_order.get(parts[0], 3), short)
 
@@ -331,14 +387,24 @@ def command_check(args):
               "installs the nvidia-cuda-cuobjdump wheel into " + tools_venv() + ")")
         return SKIP
     print(f"cuobjdump {tool_version(cuobjdump)}: {cuobjdump}")
-    usage = resource_usage(cuobjdump, args.object)
+    # $<TARGET_OBJECTS:...> reaches us as one argument, the objects separated by semicolons.
+    args.object = [p for arg in args.object for p in arg.split(";") if p]
+    # The kernels of every object, by architecture, and which object holds each.
+    usage, owner = collections.defaultdict(dict), {}
+    for path in args.object:
+        for arch, functions in resource_usage(cuobjdump, path).items():
+            usage[arch].update(functions)
+            for f in functions:
+                owner[(arch, f)] = path
     # Local loads and stores address a frame that ptxas declares (STACK) or local memory (LOCAL),
     # so only kernels with one can have any: the SASS of those is read to count them (reading all
     # of it takes half a minute).
     local = collections.defaultdict(dict)
     for arch, functions in usage.items():
-        flagged = {f for f, u in functions.items() if u["STACK"] or u["LOCAL"]}
-        local[arch] = sass_local_accesses(cuobjdump, args.object, arch, flagged).get(arch, {})
+        for path in args.object:
+            flagged = {f for f, u in functions.items()
+                       if (u["STACK"] or u["LOCAL"]) and owner[(arch, f)] == path}
+            local[arch].update(sass_local_accesses(cuobjdump, path, arch, flagged).get(arch, {}))
     names = demangle({f for per_arch in usage.values() for f in per_arch})
     failures = []
     expected = [a for a in (normalize_arch(x) for x in re.split(r"[;,\s]+", args.archs)
@@ -347,7 +413,8 @@ def command_check(args):
         expected = []  # CMake's special values (all, all-major, native, OFF): no list to compare
     for arch in expected:
         if arch not in usage:
-            failures.append(f"{arch}: no cubin in {args.object} (found {', '.join(sorted(usage))})")
+            failures.append(f"{arch}: no cubin in {', '.join(args.object)} (found "
+                            f"{', '.join(sorted(usage))})")
     kernel_sets = {arch: set(functions) for arch, functions in usage.items()}
     if kernel_sets:
         reference = max(kernel_sets.values(), key=len)
@@ -370,14 +437,131 @@ def command_check(args):
                 failures.append(f"{arch}: {short_name(names[function])}: stack frame "
                                 f"{u['STACK']} bytes, local {u['LOCAL']} bytes, {ldl_stl} LDL/STL "
                                 f"(registers {u['REG']})")
+    failures += check_gemm(cuobjdump, args, usage, owner, names)
     if failures:
-        print("FAILED: spills or local memory, or kernels missing (every kernel should keep its "
-              "state in registers; scripts/cuda_static_report.sh shows ptxas's spill counts):")
+        print("FAILED: spills or local memory, kernels missing, or GEMM main loops that are not "
+              "what the warp tile issues (every kernel should keep its state in registers; "
+              "scripts/cuda_static_report.sh shows ptxas's spill counts and the GEMM figures):")
         for f in failures:
             print("  " + f)
         return 1
-    print("no spills, no local memory")
+    print("no spills, no local memory" + (", GEMM main loops as expected" if any(
+        gemm_geometry(n) for n in names.values()) else ""))
     return 0
+
+
+def check_gemm(cuobjdump, args, usage, owner, names):
+    """The GEMM part of the ctest: reads the SASS of the GEMM kernels, prints their figures and
+    returns the failures of gemm_failures (and one if --expect-gemm finds none)."""
+    geometry = {f: gemm_geometry(n) for f, n in names.items()}
+    geometry = {f: g for f, g in geometry.items() if g}
+    if not geometry:
+        return ["no GEMM kernel found (expected those of tests/cuda/gemm_kernels.cu)"] \
+            if args.expect_gemm else []
+    shorts = {f: short_name(names[f]) for f in geometry}
+    failures, analyses = [], {}
+    for path in args.object:
+        wanted = {arch: {f for f in functions if f in geometry and owner[(arch, f)] == path}
+                  for arch, functions in usage.items()}
+        for arch, functions in gemm_kernels(cuobjdump, path, wanted).items():
+            for f in wanted[arch]:
+                if f not in functions:
+                    failures.append(f"{arch}: {shorts[f]}: not in cuobjdump -sass")
+                    continue
+                a = analyse_gemm(functions[f], geometry[f], arch)
+                analyses.setdefault(arch, {})[f] = a
+                failures += gemm_failures(arch, shorts[f], geometry[f], a)
+    print()
+    print("GEMM kernels: the main loop, per k-tile of 128 columns of K (MMAs per warp, other "
+          "counts per thread; per element: per E2M1 element the thread dequantizes; target for "
+          f"the dequantization itself <= {DEQUANT_TARGET:g}; docs/cuda-static.md, \"GEMM "
+          "kernels\"):")
+    keys = ["mma", "qmma", "elements", "dequant", "scales", "stores", "moves", "compute",
+            "per_mma"]
+    heads = ["MMA/k-tile", "QMMA", "elem", "dequant/elem", "scales", "stores", "moves",
+             "non-MMA/k-tile", "/MMA"]
+    rows = []
+    for arch in sorted(analyses):
+        for f in sorted(analyses[arch], key=lambda f: shorts[f]):
+            x = gemm_figures(arch, geometry[f], analyses[arch][f], usage[arch][f])
+            rows.append([arch, shorts[f].replace("gemm ", ""), x["registers"]] +
+                        [x[k].replace("**", "") for k in keys])
+            for note in gemm_notes(arch, geometry[f], analyses[arch][f]):
+                rows.append(["", "  note: " + note] + [""] * (len(keys) + 1))
+    table_rows = [r for r in rows if not r[1].startswith("  note:")]
+    widths = [max(len(str(r[c])) for r in table_rows + [["arch", "kernel", "regs"] + heads])
+              for c in range(len(heads) + 3)]
+    for r in [["arch", "kernel", "regs"] + heads] + rows:
+        if r[1].startswith("  note:"):
+            print("  " + r[0].ljust(widths[0]) + "  " + r[1])
+            continue
+        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    print()
+    return failures
+
+
+def gemm_notes(arch, g, a):
+    """The analysis's warnings worth printing (none for a block-scaled kernel that is a trap)."""
+    if g["path"] == "block_scaled_path" and not has_native_mma(arch):
+        return []
+    notes = list(a["notes"])
+    pe = a.get("per_element")
+    if pe and pe["dequant"] > DEQUANT_TARGET:
+        notes.append(f"dequantization {pe['dequant']:.2f} instructions per element, over the "
+                     f"target of {DEQUANT_TARGET:g}")
+    return notes
+
+
+def gemm_figures(arch, g, a, u):
+    """One kernel's figures, as the columns of GEMM_COLUMNS (strings)."""
+    native = g["path"] == "block_scaled_path"
+    f = {"registers": str(u.get("REG", "?")), "stack": str(u.get("STACK", "?")),
+         "local": str(a["local"]), "qmma": str(a["total"]["QMMA"])}
+    blank = {k: "-" for k in ("mma", "elements", "dequant", "scales", "stores", "moves",
+                              "compute", "per_mma", "copy")}
+    if native and not has_native_mma(arch):
+        blank["mma"] = f"trap ({a['traps']} BPT.TRAP, {a['total']['OMMA']} OMMA)"
+        return {**f, **blank}
+    if a["loop"] is None:
+        blank["mma"] = "no main loop found"
+        return {**f, **blank}
+    want = gemm_expected(g)
+    op = "OMMA" if native else "HMMA"
+    mma = a["per_ktile"][op]
+    f["mma"] = f"{mma:g} {op}" + ("" if mma == want[op] else f" (expected {want[op]})")
+    f["compute"] = str(a["compute_non_mma"])
+    f["per_mma"] = f"{a['compute_non_mma'] / mma:.1f}" if mma else "-"
+    f["copy"] = f"{a['copy_static']} ({a['copy_ldgsts']} LDGSTS)"
+    pe = a.get("per_element")
+    if pe:
+        f["elements"] = str(a["elements"])
+        f["dequant"] = (f"**{pe['dequant']:.2f}** = {pe['shifts']:.2f} + {pe['LOP3']:.2f} + "
+                        f"{pe['multiply']:.2f}")
+        f["scales"] = f"{pe['dequant+scales'] - pe['dequant']:.2f}"
+        f["stores"] = f"{pe['stores']:.2f}" if pe["stores"] else "-"
+        f["moves"] = f"{pe['fragment moves']:.2f}" if pe["fragment moves"] else "-"
+        f["compute"] += f" ({pe['compute non-MMA']:.2f}/element)"
+    else:
+        blank_keys = ("elements", "dequant", "scales", "stores", "moves")
+        f.update({k: "-" for k in blank_keys})
+    return f
+
+
+GEMM_COLUMNS = [
+    ("registers", "registers"),
+    ("stack", "stack (bytes)"),
+    ("local", "LDL+STL"),
+    ("mma", "MMA per k-tile per warp"),
+    ("qmma", "QMMA"),
+    ("elements", "elements dequantized per thread per k-tile"),
+    ("dequant", "dequant per element: shifts + LOP3 + multiply"),
+    ("scales", "scale decode per element"),
+    ("stores", "staged copy: STS and moves per element"),
+    ("moves", "fragment moves per element"),
+    ("compute", "compute part: non-MMA per k-tile per thread"),
+    ("per_mma", "compute part: non-MMA per MMA"),
+    ("copy", "wait + copy code (static)"),
+]
 
 
 # Spills found by this test and not yet fixed, each with the largest frame allowed: printed on
@@ -827,6 +1011,589 @@ def trip_rules_for(short):
     ]
 
 
+# ---- GEMM kernels: the main loop in the SASS ----------------------------------------------------
+#
+# Read from `cuobjdump -sass` (no line information needed, so the ctest can run it on the object
+# file of the CMake build). The looped GEMM kernel (cuda/runner.cuh, looped_program_kernel) runs
+# one k-tile of 128 columns per trip of its main loop: phase 0 waits for the tile's cp.async group
+# (DEPBAR), the CTA barrier (BAR.SYNC, the only one in the loop), phase 1 issues the copies of a
+# later tile (LDGSTS, in copy loops), commits them (LDGDEPBAR) and multiplies the tile (straight-
+# line code: fragment loads, on the bf16 path the in-register dequantization, the MMAs). So:
+#   - the main loop is the loop holding the MMAs (or, without any, the barrier);
+#   - its k-tiles per trip is the number of BAR.SYNC in it (1 unless the compiler unrolled it);
+#   - its "compute part" runs from the block of its LDGDEPBAR to its end: no copies and no inner
+#     loop there, and every branch in it skips forward over code of the finite-scale path (the NaN
+#     scale code), so each of its instructions runs once per k-tile on the common path;
+#   - the rest of the loop body (wait, barrier, copy loops with their divisions by the run-time
+#     chunk count) runs a data-dependent number of trips; it is given as a static count.
+# On the bf16 path, a def-use slice classifies the compute part: "dequant" is what is computed
+# from the packed elements (the 64-bit LDS) and feeds an MMA operand (the E2M1 -> bf16 unpack,
+# shifts and LOP3, and the scale multiply, HMUL2 or on sm_80 HFMA2); "scale decode" is what is
+# computed from the scale codes (LDS.U8) or feeds the multiply without touching the elements (the
+# bf16 multiplier of a UE4M3/UE5M3/UE8M0 code and its NaN test).
+
+NO_DESTINATION = {"ST", "STS", "STG", "STL", "STSM", "RED", "REDG", "REDS", "LDGSTS", "BAR",
+                  "BRA", "BRX", "JMP", "BSSY", "BSYNC", "EXIT", "RET", "CALL", "DEPBAR",
+                  "LDGDEPBAR", "NOP", "WARPSYNC", "MEMBAR", "ERRBAR", "CGAERRBAR", "CCTL", "BPT",
+                  "YIELD", "KILL", "FENCE", "ARRIVES", "SYNCS", "UBLKCP", "UTMALDG", "UTMASTG"}
+MMA_OPCODES = ("HMMA", "OMMA", "QMMA", "IMMA", "DMMA", "HGMMA", "QGMMA", "IGMMA", "UTCHMMA",
+               "UTCQMMA", "UTCOMMA", "UTCIMMA")
+REGISTER = re.compile(r"(?<![\w.])(U?R\d+|U?P\d+)(\.64)?(?![\w])")
+
+
+class SassInstruction:
+    __slots__ = ("address", "predicate", "opcode", "operands", "text", "base", "_registers")
+
+    def __init__(self, address, predicate, opcode, operands, text):
+        self.address, self.predicate, self.opcode = address, predicate, opcode
+        self.operands, self.text = operands, text
+        self.base = opcode.split(".")[0]
+        self._registers = None
+
+    def _operands(self):
+        if self._registers is None:  # parsed when a slice first asks
+            self._registers = register_operands(self)
+        return self._registers
+
+    @property
+    def defs(self):
+        return self._operands()[0]
+
+    @property
+    def srcs(self):
+        return self._operands()[1]
+
+
+def split_operands(text):
+    """Operands at bracket depth 0, split at commas."""
+    out, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def registers_of(operand, width=1):
+    """Register names (R, UR, P, UP; RZ, URZ, PT and UPT left out) that an operand names;
+    `width` consecutive registers for a bare register operand, two for Rn.64."""
+    names = set()
+    bare = re.fullmatch(r"[-!~|]*(U?R)(\d+)(\.\w+)*\|?", operand)
+    for m in REGISTER.finditer(operand):
+        reg = m.group(1)
+        kind, number = re.match(r"(U?[RP])(\d+)", reg).groups()
+        count = 2 if m.group(2) else (width if bare else 1)
+        for k in range(count):
+            names.add(f"{kind}{int(number) + k}")
+    return names
+
+
+def mma_widths(opcode):
+    """(A, B, C/D) register counts of an MMA opcode (m16n8k16 and k8 of HMMA, m16n8k32/k64 of
+    QMMA and OMMA)."""
+    shape = re.search(r"\.(\d{4,5})\.", opcode)
+    shape = shape.group(1) if shape else ""
+    d = 4 if ".F32" in opcode else 2
+    if opcode.startswith("HMMA") and shape == "1688":
+        return 2, 1, d
+    return 4, 2, d
+
+
+def register_operands(ins):
+    """(defined registers, read registers) of one instruction; the guard predicate is read."""
+    ops = split_operands(ins.operands)
+    base = ins.base
+    srcs = set()
+    if ins.predicate:
+        srcs |= registers_of(ins.predicate.lstrip("@"))
+    if base in NO_DESTINATION or not ops:
+        for k, op in enumerate(ops):
+            width = 1
+            if base in ("STS", "STG", "ST", "STL") and k == len(ops) - 1:
+                width = 4 if ".128" in ins.opcode else 2 if ".64" in ins.opcode else 1
+            srcs |= registers_of(op, width)
+        return set(), srcs
+    defs, first_src = set(), 1
+    if base in MMA_OPCODES:
+        wa, wb, wd = mma_widths(ins.opcode)
+        defs = registers_of(ops[0], wd)
+        for k, op in enumerate(ops[1:], 1):
+            srcs |= registers_of(op, {1: wa, 2: wb, 3: wd}.get(k, 1))
+        return defs, srcs
+    width = 1
+    if base in ("LDS", "LDG", "LD", "LDL", "LDC", "ULDC", "LDSM", "LDCU", "IMAD", "MOV", "UMOV"):
+        if ".128" in ins.opcode or re.search(r"\.(M88|MT88)\.4", ins.opcode):
+            width = 4
+        elif ".64" in ins.opcode or ".WIDE" in ins.opcode or re.search(r"\.(M88|MT88)\.2",
+                                                                          ins.opcode):
+            width = 2
+    defs |= registers_of(ops[0], width)
+    is_predicate = lambda op: re.fullmatch(r"U?P(\d+|T)", op) is not None
+    # Second results: a predicate after the first (carry-out, ISETP's second predicate), or the
+    # register result of a LOP3 that also writes a predicate.
+    if len(ops) > 1 and (is_predicate(ops[1]) or (is_predicate(ops[0]) and base in ("LOP3",
+                                                                                      "ULOP3"))):
+        defs |= registers_of(ops[1])
+        first_src = 2
+        if len(ops) > 2 and base in ("IADD3", "UIADD3") and is_predicate(ops[2]):
+            defs |= registers_of(ops[2])
+            first_src = 3
+    for op in ops[first_src:]:
+        srcs |= registers_of(op)
+    return defs, srcs
+
+
+def parse_cuobjdump_sass(text):
+    """{arch: {mangled: [SassInstruction]}} from `cuobjdump -sass` output."""
+    functions = collections.defaultdict(dict)
+    arch, current = "unknown", None
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("/* ") or not stripped:  # an encoding line, or nothing
+            continue
+        m = re.match(r"\s*code for (sm_\w+)", line)
+        if m:
+            arch, current = m.group(1), None
+            continue
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            current = functions[arch].setdefault(m.group(1), [])
+            continue
+        if current is None:
+            continue
+        m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+([^;]*?)\s*;", line)
+        if not m:
+            continue
+        body = m.group(2).strip()
+        predicate = ""
+        p = re.match(r"(@!?U?P[T0-9]+)\s+(.*)", body)
+        if p:
+            predicate, body = p.group(1), p.group(2)
+        parts = body.split(None, 1)
+        if not parts:
+            continue
+        current.append(SassInstruction(int(m.group(1), 16), predicate, parts[0],
+                                       parts[1] if len(parts) > 1 else "", body))
+    return functions
+
+
+class SassBlock:
+    def __init__(self, index, instructions):
+        self.index, self.instructions = index, instructions
+        self.successors = []
+
+    @property
+    def start(self):
+        return self.instructions[0].address
+
+    @property
+    def end(self):
+        return self.instructions[-1].address
+
+
+def sass_branch_target(ins):
+    m = re.search(r"(0x[0-9a-f]+)\s*$", ins.operands)
+    return int(m.group(1), 16) if m else None
+
+
+def build_sass_cfg(instructions):
+    """Basic blocks of a cuobjdump listing, with successors (BRA targets are addresses)."""
+    instructions = [i for i in instructions if i.base != "NOP"]
+    leaders = {instructions[0].address} if instructions else set()
+    for k, ins in enumerate(instructions):
+        if ins.base in ("BRA", "EXIT", "RET", "BRX", "JMP", "KILL") or ins.opcode == "BPT.TRAP":
+            if ins.base == "BRA":
+                target = sass_branch_target(ins)
+                if target is not None:
+                    leaders.add(target)
+            if k + 1 < len(instructions):
+                leaders.add(instructions[k + 1].address)
+    blocks, current = [], []
+    for ins in instructions:
+        if ins.address in leaders and current:
+            blocks.append(SassBlock(len(blocks), current))
+            current = []
+        current.append(ins)
+    if current:
+        blocks.append(SassBlock(len(blocks), current))
+    at = {b.start: b.index for b in blocks}
+    for b in blocks:
+        last = b.instructions[-1]
+        fall = b.index + 1 if b.index + 1 < len(blocks) else None
+        succ = []
+        if last.base == "BRA":
+            target = at.get(sass_branch_target(last))
+            if target is not None and not last.opcode.startswith("BRA.DIV"):
+                succ.append(target)
+            if (last.predicate or last.opcode.startswith("BRA.DIV")) and fall is not None:
+                succ.append(fall)
+        elif last.base in ("EXIT", "RET", "KILL") or last.opcode == "BPT.TRAP":
+            if last.predicate and fall is not None:
+                succ.append(fall)
+        elif fall is not None:
+            succ.append(fall)
+        b.successors = succ
+    return blocks
+
+
+def natural_loops(blocks):
+    """[(header, latch, body)]: an edge to a block at or before its source, the body every block
+    that reaches the latch without passing the header."""
+    preds = collections.defaultdict(set)
+    for b in blocks:
+        for s in b.successors:
+            preds[s].add(b.index)
+    loops = []
+    for b in blocks:
+        for h in b.successors:
+            if h > b.index:
+                continue
+            body, stack = {h}, [b.index]
+            while stack:
+                x = stack.pop()
+                if x in body:
+                    continue
+                body.add(x)
+                stack.extend(preds[x])
+            loops.append((h, b.index, body))
+    return loops
+
+
+def gemm_expected(g):
+    """MMAs per k-tile of 128 per warp that the warp tile issues (cuda/warp/tile.hpp): the bf16
+    path (warp_m/16)(warp_n/8) m16n8k16 per k16, the block-scaled path (warp_m/16)(warp_n/8)
+    m16n8k64 per k64."""
+    atoms = (g["wm"] // 16) * (g["wn"] // 8)
+    if g["path"] == "block_scaled_path":
+        return {"HMMA": 0, "OMMA": atoms * 128 // 64}
+    return {"HMMA": atoms * 128 // 16, "OMMA": 0}
+
+
+def gemm_threads(g):
+    return (g["bm"] // g["wm"]) * (g["bn"] // g["wn"]) * 32
+
+
+def gemm_elements_per_thread(g):
+    """E2M1 elements one thread dequantizes per k-tile. bf16_path (cuda/warp/tile.hpp, step_bf16):
+    per k64 step, 16 consecutive k of each of 2 rows per m16 atom of A and of 1 row per n8 atom
+    of B, so (warp_m + warp_n) x 128 per warp, 4 (warp_m + warp_n) per thread. bf16_staged_path
+    (cuda/kernels/gemm.hpp, dequantize_tile): the CTA dequantizes its (BM + BN) x 128 elements
+    once, spread over its threads."""
+    if g["path"] == "bf16_staged_path":
+        return (g["bm"] + g["bn"]) * 128 // gemm_threads(g)
+    return 4 * (g["wm"] + g["wn"])
+
+
+def gemm_barriers_per_ktile(g):
+    """BAR.SYNC per k-tile: between the loop's phases (wait | refill and multiply; the staged
+    path: wait | refill and dequantize | multiply)."""
+    return 2 if g["path"] == "bf16_staged_path" else 1
+
+
+def has_native_mma(arch):
+    return arch in ("sm_120a", "sm_121a", "sm_120f", "sm_121f")
+
+
+def complement(guard):
+    """@P2 <-> @!P2."""
+    return guard.replace("@!", "@") if guard.startswith("@!") else guard.replace("@", "@!", 1)
+
+
+def forward_slice(blocks, order, seeds):
+    """{(block, position)} of the instructions computed from the registers that the `seeds`
+    ({(block, position)}) write: a forward data flow over the blocks `order` (in address order;
+    edges back to an earlier block are left out), sets joined at merges. A definition ends the
+    register's previous value unless it is predicated; two definitions under complementary
+    predicates in one block (@P and @!P, the compiler's if/else) end it together."""
+    inside = set(order)
+    state_in = {b: set() for b in order}
+    derived = set()
+    for b in order:
+        tainted = set(state_in[b])
+        # Registers written under a predicate in this block: {"base": derived before, guard:
+        # derived under that guard}; a read under the same guard sees that arm's value.
+        arms = {}
+        for n, ins in enumerate(blocks[b].instructions):
+            g = ins.predicate
+            hit = (b, n) in seeds or any(
+                arms[r][g] if g and r in arms and g in arms[r] else r in tainted
+                for r in ins.srcs)
+            if hit:
+                derived.add((b, n))
+            for r in ins.defs:
+                if not g:
+                    (tainted.add if hit else tainted.discard)(r)
+                    arms.pop(r, None)
+                    continue
+                arm = arms.setdefault(r, {"base": r in tainted})
+                arm[g] = hit
+                other = complement(g)
+                now = (hit or arm[other]) if other in arm else (hit or arm["base"])
+                (tainted.add if now else tainted.discard)(r)
+        for s in blocks[b].successors:
+            if s in inside and s > b:
+                state_in[s] |= tainted
+    return derived
+
+
+def backward_slice(blocks, order, sinks):
+    """{(block, position)} of the instructions whose results reach the registers that `sinks`
+    ({(block, position): registers}) read: the backward data flow of forward_slice."""
+    inside = set(order)
+    needed_out = {b: set() for b in order}
+    feeds = set()
+    for b in reversed(order):
+        needed = set()
+        for s in blocks[b].successors:
+            if s in inside and s > b:
+                needed |= needed_out.get(s, set())
+        arms = {}
+        for n in range(len(blocks[b].instructions) - 1, -1, -1):
+            ins = blocks[b].instructions[n]
+            if ins.defs & needed:
+                feeds.add((b, n))
+                if ins.base in LOADS:  # the loaded value, not the address, is the data
+                    needed -= ins.defs
+                    continue
+                for r in ins.defs & needed:
+                    if not ins.predicate:
+                        needed.discard(r)
+                    elif arms.get(r) == complement(ins.predicate):
+                        needed.discard(r)
+                    else:
+                        arms[r] = ins.predicate
+                # A guard predicate chooses which value arrives; it is not data of it.
+                needed |= ins.srcs - (registers_of(ins.predicate.lstrip("@!"))
+                                      if ins.predicate else set())
+            if (b, n) in sinks:
+                needed |= sinks[(b, n)]
+        needed_out[b] = needed
+    return feeds
+
+
+SHIFTS = ("SHF", "SHL", "SHR", "USHF")
+LOADS = ("LDS", "LDSM", "LDG", "LD", "LDC", "ULDC", "LDCU", "LDL")
+
+
+def analyse_gemm(instructions, g, arch):
+    """The SASS figures of one GEMM kernel (see the comment above)."""
+    result = {"notes": [], "kind": "native" if g["path"] == "block_scaled_path" else "bf16"}
+    ops = collections.Counter(i.base for i in instructions)
+    result["total"] = {k: ops[k] for k in ("HMMA", "OMMA", "QMMA")}
+    result["traps"] = sum(1 for i in instructions if i.opcode == "BPT.TRAP")
+    result["local"] = ops["LDL"] + ops["STL"]
+    result["loop"] = None
+    blocks = build_sass_cfg(instructions)
+    if not blocks:
+        result["notes"].append("no instructions")
+        return result
+    loops = natural_loops(blocks)
+    in_body = lambda body, test: sum(1 for x in body for i in blocks[x].instructions if test(i))
+    is_mma = lambda i: i.base in MMA_OPCODES
+    is_bar = lambda i: i.opcode.startswith("BAR.SYNC")
+    candidates = [l for l in loops if in_body(l[2], is_bar)] or loops
+    main = max(candidates, key=lambda l: (in_body(l[2], is_mma), len(l[2])), default=None)
+    if main is None:
+        result["notes"].append("no loop found")
+        return result
+    header, latch, body = main
+    body_blocks = sorted(body)
+    body_ins = [i for x in body_blocks for i in blocks[x].instructions]
+    loop_ops = collections.Counter(i.base for i in body_ins)
+    bars = in_body(body, is_bar)
+    result["loop"] = (blocks[header].start, blocks[latch].end)
+    result["barriers"] = bars
+    result["ktiles_per_trip"] = bars / gemm_barriers_per_ktile(g)
+    per = result["ktiles_per_trip"] or 1
+    result["in_loop"] = {k: loop_ops[k] for k in ("HMMA", "OMMA", "QMMA")}
+    inner = [l for l in loops if l[0] in body and l[0] != header]
+    inner_blocks = set().union(*(l[2] for l in inner)) if inner else set()
+    if any(x in inner_blocks for x in body if in_body([x], is_mma)):
+        result["notes"].append("MMAs inside an inner loop of the main loop: the counts per k-tile "
+                               "are static counts")
+    # The compute part: from the block of the last LDGDEPBAR of the loop on.
+    commits = [i.address for i in body_ins if i.base == "LDGDEPBAR"]
+    if commits:
+        start = next(blocks[x].start for x in body_blocks
+                     if blocks[x].start <= commits[-1] <= blocks[x].end)
+    else:
+        result["notes"].append("no LDGDEPBAR in the main loop: the compute part is the whole body")
+        start = blocks[header].start
+    compute_blocks = [x for x in body_blocks if blocks[x].start >= start]
+    compute = [i for x in compute_blocks for i in blocks[x].instructions]
+    if any(i.base == "LDGSTS" for i in compute):
+        result["notes"].append("cp.async (LDGSTS) after the commit: the compute part holds copies")
+    # Loops of the compute part: the staged path's dequantization loops (A's rows, then B's),
+    # whose trips follow from the chunks each thread dequantizes and the packed loads per trip.
+    weight = {x: 1 for x in compute_blocks}
+    compute_loops = sorted({(l[0], l[1]): l for l in inner if l[0] in compute_blocks}.values())
+    if compute_loops:
+        if g["path"] == "bf16_staged_path" and len(compute_loops) == 2:
+            threads = gemm_threads(g)
+            for (h, t, lbody), rows in zip(compute_loops, (g["bm"], g["bn"])):
+                chunks = -(-rows * 8 // threads)  # 16-element chunks of this operand per thread
+                loads = in_body(lbody, lambda i: i.base == "LDS" and ".64" in i.opcode)
+                if loads == 0 or chunks % loads:
+                    result["notes"].append(f"a dequantization loop with {loads} packed loads for "
+                                           f"{chunks} chunks per thread: counted once")
+                    continue
+                for x in lbody:
+                    weight[x] = chunks // loads
+        else:
+            result["notes"].append(f"{len(compute_loops)} loop(s) in the compute part: counted "
+                                   f"once (static)")
+    executed = lambda test: sum(weight[x] for x in compute_blocks
+                                for i in blocks[x].instructions if test(i))
+    result["per_ktile"] = {k: (in_body(body, lambda i, k=k: i.base == k) - in_body(
+        compute_blocks, lambda i, k=k: i.base == k) + executed(lambda i, k=k: i.base == k)) / per
+        for k in ("HMMA", "OMMA", "QMMA")}
+    result["compute_static"] = len(compute)
+    result["compute_non_mma"] = executed(lambda i: not is_mma(i))
+    result["body_static"] = len(body_ins)
+    result["body_non_mma"] = sum(1 for i in body_ins if not is_mma(i))
+    result["copy_static"] = len(body_ins) - len(compute)
+    result["copy_ldgsts"] = loop_ops["LDGSTS"]
+    categories = collections.Counter()
+    at = lambda k: blocks[k[0]].instructions[k[1]]
+    where = [(b, n) for b in compute_blocks for n in range(len(blocks[b].instructions))]
+    packed = {k for k in where if at(k).base == "LDS" and re.search(r"\.64\b", at(k).opcode)}
+    scale_loads = {k for k in where if at(k).base == "LDS"
+                   and re.search(r"\.(U8|S8|U16|S16)\b", at(k).opcode)}
+    result["packed_elements"] = sum(16 * weight[k[0]] for k in packed)
+    if result["kind"] == "bf16":
+        sinks = {}
+        for k in where:
+            i, o = at(k), split_operands(at(k).operands)
+            if is_mma(i):
+                wa, wb, _ = mma_widths(i.opcode)
+                sinks[k] = registers_of(o[1], wa) | registers_of(o[2], wb)
+            elif i.base == "STS" and len(o) >= 2:  # the staged copy's stores
+                sinks[k] = registers_of(o[-1], 4 if ".128" in i.opcode else
+                                        2 if ".64" in i.opcode else 1)
+        fragments = {k for k in where if at(k).base in ("LDS", "LDSM")
+                     and k not in packed and k not in scale_loads}
+        from_elements = forward_slice(blocks, body_blocks, packed)
+        from_scales = forward_slice(blocks, body_blocks, scale_loads)
+        from_fragments = forward_slice(blocks, body_blocks, fragments)
+        feeds = backward_slice(blocks, body_blocks, sinks)
+        for k in where:
+            i, w = at(k), weight[k[0]]
+            if is_mma(i):
+                c = "mma"
+            elif k in packed or k in scale_loads:
+                c = "LDS of packed elements and scale codes"
+            elif i.base in ("LDS", "LDSM"):
+                c = "LDS of bf16 fragments (staged copy)"
+            elif i.base == "STS":
+                c = "STS of the staged copy"
+            elif k in from_elements and k in feeds and (i.base == "MOV" or
+                                                        i.opcode.startswith("IMAD.MOV")):
+                c = "moves of dequantized pairs"
+            elif k in from_elements and k in feeds:
+                c = ("dequant: scale multiply" if i.base in ("HMUL2", "HFMA2") else
+                     "dequant: shifts" if i.base in SHIFTS or i.opcode.startswith("IMAD.SHL")
+                     else "dequant: LOP3" if i.base == "LOP3" else "dequant: other")
+            elif k in from_fragments and k not in from_elements and k not in from_scales:
+                c = "moves of staged fragments into MMA registers"
+            elif k in from_scales or (k in feeds and k not in from_elements):
+                c = "scale decode"
+            else:
+                c = "other (addresses, loop control, branch sync)"
+            categories[c] += w
+        e = gemm_elements_per_thread(g)
+        result["elements"] = e
+        if result["packed_elements"] != e:
+            result["notes"].append(f"the compute part loads {result['packed_elements']} packed "
+                                   f"elements per thread, the kernel dequantizes {e}")
+        dequant = sum(n for c, n in categories.items() if c.startswith("dequant"))
+        result["dequant"] = dequant
+        result["per_element"] = {
+            "dequant": dequant / e,
+            "dequant+scales": (dequant + categories["scale decode"]) / e,
+            "compute non-MMA": result["compute_non_mma"] / e,
+            "loop non-MMA (static)": result["body_non_mma"] / e,
+            "shifts": categories["dequant: shifts"] / e,
+            "LOP3": categories["dequant: LOP3"] / e,
+            "multiply": categories["dequant: scale multiply"] / e,
+            "stores": (categories["STS of the staged copy"] +
+                       categories["moves of dequantized pairs"]) / e,
+            "fragment moves": categories["moves of staged fragments into MMA registers"] / e,
+        }
+    else:
+        for k in where:
+            i = at(k)
+            categories["mma" if is_mma(i) else "LDS of fragments and scales"
+                       if i.base in ("LDS", "LDSM") else
+                       "other (addresses, loop control)"] += weight[k[0]]
+    result["categories"] = categories
+    return result
+
+
+# The target of the in-register dequantization (unpack and scale multiply), per element.
+DEQUANT_TARGET = 3.0
+
+
+def gemm_failures(arch, short, g, a):
+    """What the ctest enforces on one GEMM kernel: no QMMA, and the MMAs of the warp tile per
+    k-tile (HMMA on the bf16 path everywhere; OMMA on the block-scaled path where the pass has the
+    instruction, a trap and no MMA elsewhere)."""
+    failures = []
+    want = gemm_expected(g)
+    where = f"{arch}: {short}"
+    if a["total"]["QMMA"]:
+        failures.append(f"{where}: {a['total']['QMMA']} QMMA; expected none in an FP4 GEMM (the "
+                        f"bf16 path issues HMMA, the block-scaled path OMMA)")
+    native_here = g["path"] == "block_scaled_path" and has_native_mma(arch)
+    if g["path"] == "block_scaled_path" and not native_here:
+        if a["total"]["OMMA"] or a["total"]["HMMA"]:
+            failures.append(f"{where}: {a['total']['OMMA']} OMMA and {a['total']['HMMA']} HMMA; "
+                            f"expected none (this pass has no block-scaled MMA)")
+        if not a["traps"]:
+            failures.append(f"{where}: no BPT.TRAP; expected the block-scaled MMA to compile to "
+                            f"a trap where the pass lacks it")
+        return failures
+    if a["loop"] is None:
+        failures.append(f"{where}: no main loop found in the SASS (expected a loop holding the "
+                        f"MMAs and one BAR.SYNC per k-tile)")
+        return failures
+    if a["ktiles_per_trip"] != 1:
+        failures.append(f"{where}: the main loop holds {a['barriers']} BAR.SYNC; expected "
+                        f"{gemm_barriers_per_ktile(g)} (one k-tile per trip). The analysis "
+                        f"assumes one k-tile per trip: a compiler that unrolls the loop needs "
+                        f"cuda_static.py (analyse_gemm) taught to split it")
+    for op in ("HMMA", "OMMA"):
+        got, expected = a["per_ktile"][op], want[op]
+        if got != expected:
+            failures.append(
+                f"{where}: {got:g} {op} per k-tile in the main loop; expected {expected} "
+                f"(warp tile {g['wm']} x {g['wn']}: ({g['wm']}/16)·({g['wn']}/8)·" +
+                ("(128/16)" if op == "HMMA" else "2") + " per warp" +
+                (")" if expected else "; none on this path)"))
+        if a["total"][op] != a["in_loop"][op]:
+            failures.append(f"{where}: {a['total'][op] - a['in_loop'][op]} {op} outside the main "
+                            f"loop; expected all in it")
+    return failures
+
+
+def gemm_kernels(cuobjdump, path, names_by_arch):
+    """{arch: {mangled: [SassInstruction]}} of the GEMM kernels (names_by_arch: {arch: names}).
+    One `cuobjdump -sass` of the whole object: selecting the kernels with -fun makes it three
+    times slower."""
+    if not any(names_by_arch.values()):
+        return {}
+    parsed = parse_cuobjdump_sass(run([cuobjdump, "-sass", path]))
+    return {arch: {f: i for f, i in parsed.get(arch, {}).items() if f in names}
+            for arch, names in names_by_arch.items() if names}
+
+
 # ---- the report ---------------------------------------------------------------------------------
 
 
@@ -892,6 +1659,14 @@ def write_listing(directory, short, arch, blocks, weight, cold, sources):
 
 
 def command_report(args):
+    if args.cubin:
+        report_quantize(args)
+    if args.gemm_cubin:
+        report_gemm(args)
+    return 0
+
+
+def report_quantize(args):
     cuobjdump = find_tool("cuobjdump", args.cuobjdump, args.toolkit_bin)
     nvdisasm = find_tool("nvdisasm", args.nvdisasm, args.toolkit_bin)
     if cuobjdump is None:
@@ -1060,6 +1835,182 @@ def command_report(args):
     return 0
 
 
+# The kernels whose compute part the report breaks down by category.
+GEMM_BREAKDOWN = ["gemm nvfp4 x nvfp4 -> f32 small_m", "gemm nvfp4 x nvfp4 -> f32 large_m",
+                  "gemm nvfp4 x nvfp4 -> f32 large_m_in_register",
+                  "gemm mxfp4 x mxfp4 -> f32 large_m_in_register",
+                  "gemm nvfp4 x nvfp4 -> f32 block_scaled"]
+
+
+GEMM_ORDER = {"small_m": 0, "large_m": 1, "large_m_in_register": 2, "block_scaled": 3}
+
+
+def report_gemm_summary(archs, kernels, geometry, shorts, usage, analyses, ptxas):
+    """The two tables of docs/cuda-static.md: per kernel, registers and MMAs per architecture;
+    per bf16-path kernel, the instructions per dequantized element per architecture."""
+    print("### GEMM kernels: registers, spills, MMAs per k-tile")
+    print()
+    rows = []
+    for f in kernels:
+        g = geometry[f]
+        want = gemm_expected(g)
+        regs = [str(usage[a][f]["REG"]) if f in usage[a] else "-" for a in archs]
+        spills = []
+        for a in archs:
+            u, p = usage[a].get(f), ptxas[a].get(f)
+            if u and (u["STACK"] or u["LOCAL"] or analyses[a][f]["local"] or
+                      (p and (p["spill_stores"] or p["spill_loads"]))):
+                spills.append(f"{a}: {u['STACK']} B")
+        mma = []
+        for a in archs:
+            x = analyses[a].get(f)
+            if x is None:
+                mma.append("-")
+            elif g["path"] == "block_scaled_path" and not has_native_mma(a):
+                mma.append("trap" if x["traps"] and not x["total"]["OMMA"] else "?")
+            elif x["loop"] is None:
+                mma.append("?")
+            else:
+                op = "OMMA" if g["path"] == "block_scaled_path" else "HMMA"
+                mma.append(f"{x['per_ktile'][op]:g} {op}")
+        qmma = sum(analyses[a][f]["total"]["QMMA"] for a in archs if f in analyses[a])
+        op = "OMMA" if g["path"] == "block_scaled_path" else "HMMA"
+        rows.append([f"`{shorts[f].replace('gemm ', '')}`", g["path"].replace("_path", ""),
+                     f"{g['wm']} x {g['wn']}"] + regs + ["; ".join(spills) or "none"] + mma +
+                    [f"{want[op]} {op}", str(qmma)])
+    print(table(["kernel", "path", "warp tile"] + [f"{a} registers" for a in archs] +
+                ["stack, spills, local"] + [f"{a} MMA per k-tile" for a in archs] +
+                ["expected (per warp)", "QMMA (all)"], rows,
+                ["l", "l", "l"] + ["r"] * len(archs) + ["l"] + ["r"] * (len(archs) + 2)))
+    print()
+    print("### GEMM kernels, bf16 paths: instructions per dequantized element")
+    print()
+    rows = []
+    for f in kernels:
+        g = geometry[f]
+        if g["path"] == "block_scaled_path":
+            continue
+        pes = [analyses[a][f].get("per_element") if f in analyses[a] else None for a in archs]
+        dequant = sorted({f"{p['dequant']:.2f}" for p in pes if p})
+        parts = sorted({f"{p['shifts']:.3f} + {p['LOP3']:.3f} + {p['multiply']:.3f}"
+                        for p in pes if p})
+        e = analyses[archs[0]][f].get("elements", "-") if f in analyses[archs[0]] else "-"
+        def per_arch(value):
+            cells = [value(p) if p else "-" for p in pes]
+            return "-" if all(c == "-" for c in cells) else " / ".join(cells)
+        hmma = [analyses[a][f]["compute_non_mma"] / analyses[a][f]["per_ktile"]["HMMA"]
+                if f in analyses[a] and analyses[a][f].get("per_ktile", {}).get("HMMA")
+                else None for a in archs]
+        rows.append([f"`{shorts[f].replace('gemm ', '')}`", str(e),
+                     "/".join(f"**{d}**" for d in dequant), " / ".join(parts),
+                     per_arch(lambda p: f"{p['dequant+scales'] - p['dequant']:.2f}"),
+                     per_arch(lambda p: f"{p['stores'] + p['fragment moves']:.2f}"
+                              if p["stores"] + p["fragment moves"] else "-"),
+                     per_arch(lambda p: f"{p['compute non-MMA']:.2f}"),
+                     " / ".join(f"{h:.1f}" if h else "-" for h in hmma)])
+    arch_list = " / ".join(archs)
+    print(table(["kernel", "elements per thread per k-tile", "dequant per element (every arch)",
+                 "= shifts + LOP3 + multiply", f"scale decode per element ({arch_list})",
+                 f"staged copy: stores and moves per element ({arch_list})",
+                 f"compute part, non-MMA per element ({arch_list})",
+                 f"compute part, non-MMA per HMMA ({arch_list})"], rows))
+    print()
+
+
+def report_gemm_breakdown(arch, names, kernels, geometry, shorts, analyses):
+    """The compute part of the kernels `names` (short names) on `arch`, by category."""
+    if arch not in analyses:
+        return
+    chosen = [f for name in names for f in kernels
+              if shorts[f] == name and f in analyses[arch] and
+              (geometry[f]["path"] != "block_scaled_path" or has_native_mma(arch))]
+    if not chosen:
+        return
+    print(f"### GEMM kernels, the compute part by category: {arch}, per k-tile per thread")
+    print()
+    order = ["mma", "dequant: shifts", "dequant: LOP3", "dequant: scale multiply",
+             "dequant: other", "scale decode", "LDS of packed elements and scale codes",
+             "LDS of fragments and scales", "STS of the staged copy",
+             "moves of dequantized pairs", "LDS of bf16 fragments (staged copy)",
+             "moves of staged fragments into MMA registers"]
+    cats = []
+    for f in chosen:
+        for c in analyses[arch][f]["categories"]:
+            if c not in cats:
+                cats.append(c)
+    cats = [c for c in order if c in cats] + [c for c in cats if c not in order]
+    rows = []
+    for c in cats:
+        row = [c]
+        for f in chosen:
+            a = analyses[arch][f]
+            n, e = a["categories"].get(c, 0), a.get("elements")
+            row.append(f"{n}" + (f" ({n / e:.2f})" if e and n else ""))
+        rows.append(row)
+    rows.append(["**total**"] + [f"**{sum(analyses[arch][f]['categories'].values())}**"
+                                 for f in chosen])
+    print(table(["instructions" + (" (per dequantized element)" if any(
+        analyses[arch][f].get("elements") for f in chosen) else "")] +
+                [f"`{shorts[f].replace('gemm ', '')}`" for f in chosen], rows))
+    print()
+
+
+def report_gemm(args):
+    """The GEMM tables of docs/cuda-static.md: resources per architecture, the main loop's
+    figures per architecture, and the breakdown of the compute part of a few kernels."""
+    cuobjdump = find_tool("cuobjdump", args.cuobjdump, args.toolkit_bin)
+    if cuobjdump is None:
+        raise SystemExit("error: no cuobjdump (scripts/cuda_static_report.sh installs it)")
+    cubins = dict(x.split("=", 1) for x in args.gemm_cubin)
+    logs = dict(x.split("=", 1) for x in (args.gemm_ptxas_log or []))
+    usage, analyses, ptxas, geometry, shorts = {}, {}, {}, {}, {}
+    for arch, path in cubins.items():
+        u = resource_usage(cuobjdump, path, arch)
+        usage[arch] = u.get(arch) or next(iter(u.values()), {})
+        ptxas[arch] = ptxas_log(logs[arch]) if arch in logs else {}
+        names = demangle(set(usage[arch]))
+        for f, n in names.items():
+            g = gemm_geometry(n)
+            if g:
+                geometry[f], shorts[f] = g, short_name(n)
+        parsed = parse_cuobjdump_sass(run([cuobjdump, "-sass", path]))
+        functions = parsed.get(arch) or next(iter(parsed.values()), {})
+        analyses[arch] = {f: analyse_gemm(functions[f], geometry[f], arch)
+                          for f in functions if f in geometry}
+    archs = list(cubins)
+    kernels = sorted(geometry, key=lambda f: (GEMM_ORDER.get(geometry[f]["shape"], 9),
+                                              shorts[f]))
+    report_gemm_summary(archs, kernels, geometry, shorts, usage, analyses, ptxas)
+    for arch in archs:
+        print(f"### GEMM kernels, the main loop: {arch}")
+        print()
+        rows = []
+        for f in kernels:
+            a = analyses[arch].get(f)
+            if a is None:
+                continue
+            x = gemm_figures(arch, geometry[f], a, usage[arch][f])
+            rows.append([f"`{shorts[f].replace('gemm ', '')}`"] +
+                        [x[k] for k, _ in GEMM_COLUMNS])
+        print(table(["kernel"] + [h for _, h in GEMM_COLUMNS], rows))
+        print()
+        notes = [(shorts[f], n) for f in kernels if f in analyses[arch]
+                 for n in gemm_notes(arch, geometry[f], analyses[arch][f])]
+        for short, n in notes:
+            print(f"- `{short}`: {n}")
+        if notes:
+            print()
+    bf16_names = [n for n in GEMM_BREAKDOWN if "block_scaled" not in n]
+    native_names = [n for n in GEMM_BREAKDOWN if "block_scaled" in n] + [
+        "gemm mxfp4 x mxfp4 -> f32 block_scaled"]
+    report_gemm_breakdown(args.gemm_breakdown_arch, bf16_names, kernels, geometry, shorts,
+                          analyses)
+    for arch in archs:
+        if has_native_mma(arch):
+            report_gemm_breakdown(arch, native_names, kernels, geometry, shorts, analyses)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1069,9 +2020,15 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check")
     check.add_argument("--archs", default="", help="CMAKE_CUDA_ARCHITECTURES")
-    check.add_argument("object")
+    check.add_argument("--expect-gemm", action="store_true",
+                       help="fail when the objects hold no GEMM kernel")
+    check.add_argument("object", nargs="+", help="object files (or cubins)")
     report = sub.add_parser("report")
-    report.add_argument("--cubin", action="append", required=True, help="ARCH=FILE")
+    report.add_argument("--cubin", action="append", help="ARCH=FILE (kernels.cu)")
+    report.add_argument("--gemm-cubin", action="append", help="ARCH=FILE (gemm_kernels.cu)")
+    report.add_argument("--gemm-ptxas-log", action="append", help="ARCH=FILE (nvcc -Xptxas=-v)")
+    report.add_argument("--gemm-breakdown-arch", default="sm_90",
+                        help="architecture of the GEMM breakdown tables")
     report.add_argument("--ptxas-log", action="append", help="ARCH=FILE (nvcc -Xptxas=-v)")
     report.add_argument("--sass-arch", help="architecture whose SASS is counted, e.g. sm_90")
     report.add_argument("--listing", help="directory for the weighted SASS of each counted kernel")
