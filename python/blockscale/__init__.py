@@ -1,0 +1,31 @@
+"""blockscale: exact 4-bit block-scaled floating point (NVFP4, MXFP4, UE5M3-FP4, MXFP8).
+
+Bindings over the blockscale C++ library: every value is computed by the same code as its C++
+API. See docs/python.md in the repository.
+"""
+
+from . import conventions
+from ._core import (
+    CurrentTensorScale,
+    DelayedTensorScale,
+    NoTensorScale,
+    PeriodicTensorScale,
+    QuantizedShape,
+    ScaleRule,
+    default_rule,
+)
+from ._gemm import gemm_reference
+from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
+from ._scalar import ROUNDINGS, convert, decode
+from ._tensor import BLOCK_FORMATS, SCALAR_FORMATS, QuantizedTensor, dequantize, scale_offsets
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BLOCK_FORMATS", "SCALAR_FORMATS", "ROUNDINGS", "RULES",
+    "QuantizedTensor", "QuantizedShape", "ScaleRule",
+    "NoTensorScale", "CurrentTensorScale", "PeriodicTensorScale", "DelayedTensorScale",
+    "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",
+    "scale_rule", "default_rule", "convert", "decode", "gemm_reference", "scale_offsets",
+    "conventions",
+]

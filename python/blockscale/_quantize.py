@@ -1,0 +1,140 @@
+"""quantize / quantize_into / measure_amax: the C++ quantize_options as keyword arguments."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._tensor import QuantizedTensor, as_matrix, check_block_format
+
+ScaleRule = _core.ScaleRule
+Policy = Union[
+    _core.NoTensorScale, _core.CurrentTensorScale, _core.PeriodicTensorScale, _core.DelayedTensorScale
+]
+
+# The C++ scale_rules presets by name.
+RULES = {
+    "nvfp4": (6.0, "nearest_even"),
+    "ocp_floor": (4.0, "down"),
+    "rceil": (6.0, "up"),
+    "ue5m3_nearest": (6.0, "nearest_even"),
+    "ue5m3_up": (6.0, "up"),
+}
+
+
+def scale_rule(rule: Union[str, ScaleRule, tuple]) -> ScaleRule:
+    """A ScaleRule from a preset name, a ScaleRule, or a (target, rounding) pair."""
+    if isinstance(rule, ScaleRule):
+        return rule
+    if isinstance(rule, str):
+        if rule not in RULES:
+            raise ValueError(f"unknown scale rule {rule!r} (one of {', '.join(RULES)})")
+        rule = RULES[rule]
+    target, rounding = rule
+    return ScaleRule(float(target), _enum(_core.scale_rounding, rounding, "rule rounding"))
+
+
+def _enum(kind: Any, value: Any, name: str) -> Any:
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str) and value in kind.__members__:
+        return kind.__members__[value]
+    raise ValueError(f"{name} must be one of {', '.join(kind.__members__)}, not {value!r}")
+
+
+def _sign_mask(signs: Union[None, int, Sequence[int]]) -> int:
+    if signs is None:
+        return _core.default_hadamard_sign_mask()
+    if isinstance(signs, (int, np.integer)):
+        if not 0 <= int(signs) < 1 << 16:
+            raise ValueError(f"hadamard_signs as a mask must fit 16 bits, not {signs}")
+        return int(signs)
+    values = [int(v) for v in signs]
+    if len(values) != 16 or any(v not in (1, -1) for v in values):
+        raise ValueError("hadamard_signs must be 16 values of +1 or -1 (or a 16-bit mask)")
+    return sum(1 << i for i, v in enumerate(values) if v == -1)
+
+
+def options(
+    *,
+    shape: str = "rowwise",
+    columnwise: bool = False,
+    rule: Union[None, str, ScaleRule, tuple] = None,
+    rounding: str = "nearest_even",
+    seed: int = 0,
+    offset: int = 0,
+    hadamard: bool = False,
+    hadamard_signs: Union[None, int, Sequence[int]] = None,
+    encode_scale: float = 1.0,
+    layout: str = "row_major",
+    threads: int = 1,
+) -> _core.QuantizeOptions:
+    """The C++ quantize_options from keyword arguments (the defaults are the C++ defaults)."""
+    o = _core.QuantizeOptions()
+    o.shape = _enum(_core.block_shape, shape, "shape")
+    o.columnwise = bool(columnwise)
+    o.rule = None if rule is None else scale_rule(rule)
+    o.rounding = _enum(_core.element_rounding, rounding, "rounding")
+    if not 0 <= int(seed) < 1 << 64 or not 0 <= int(offset) < 1 << 64:
+        raise ValueError("seed and offset must be integers in [0, 2^64)")
+    o.seed, o.offset = int(seed), int(offset)
+    o.hadamard = bool(hadamard)
+    o.hadamard_sign_mask = _sign_mask(hadamard_signs)
+    o.encode_scale = float(encode_scale)
+    o.layout = _enum(_core.scale_layout, layout, "layout")
+    if int(threads) < 0:
+        raise ValueError(f"threads must be >= 0 (0: all cores), not {threads}")
+    o.threads = int(threads)
+    return o
+
+
+def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: Any) -> QuantizedTensor:
+    """Quantizes the 2-D matrix x (numpy or torch CPU; float32, float16 or bfloat16, read in place)
+    into `format` ("nvfp4", "mxfp4", "ue5m3_fp4", "mxfp8"). Blocks run along the last axis; with
+    columnwise=True they run down the columns and the result holds the transpose.
+
+    Keyword arguments are the C++ quantize_options: shape ("rowwise" | "tile"), columnwise, rule
+    (preset name, ScaleRule or (target, rounding)), rounding ("nearest_even" | "stochastic"),
+    seed, offset, hadamard, hadamard_signs, encode_scale (s_enc), layout ("row_major" |
+    "tensor_core"), threads (0: all cores). With a tensor-scale `policy` the encode scale comes
+    from the policy, which counts the call.
+    """
+    array, element = as_matrix(x)
+    opts = options(**kwargs)
+    check_block_format(format)
+    _core.check_options(format, array.shape[0], array.shape[1], opts)
+    out = QuantizedTensor.empty(format, opts.quantized_shape(array.shape[0], array.shape[1]))
+    _quantize(array, element, out, opts, policy)
+    return out
+
+
+def quantize_into(x: Any, out: QuantizedTensor, *, policy: Optional[Policy] = None, **kwargs: Any) -> dict:
+    """Quantizes x into existing storage (made for x and the same options); returns the stats."""
+    array, element = as_matrix(x)
+    return _quantize(array, element, out, options(**kwargs), policy)
+
+
+def _quantize(array: np.ndarray, element: str, out: QuantizedTensor, opts: Any, policy: Any) -> dict:
+    stats = _core.quantize_into(
+        array, element, out.format, out.shape_info, out.elements, out.scales,
+        out.decode_scale_array, opts, policy,
+    )
+    out.stats = stats
+    return stats
+
+
+def measure_amax(x: Any, format: str, **kwargs: Any) -> float:
+    """The tensor amax of x as quantizing it with these options sees it (after the Hadamard
+    transform when enabled); NaN if any value is NaN."""
+    array, element = as_matrix(x)
+    return _core.measure_amax(array, element, check_block_format(format), options(**kwargs))
+
+
+def fake_quantize(x: Any, format: str, *, dtype: Any = "float32", policy: Optional[Policy] = None,
+                  **kwargs: Any) -> np.ndarray:
+    """dequantize(quantize(x, ...)): the values a GEMM on the quantized x would see (for a
+    columnwise quantization, those of the transpose)."""
+    q = quantize(x, format, policy=policy, **kwargs)
+    return q.dequantize(dtype, threads=kwargs.get("threads", 1))

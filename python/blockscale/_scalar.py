@@ -1,0 +1,59 @@
+"""Scalar conversion of whole arrays: float -> codes of a format, and codes -> float32."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _core
+
+ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "to_odd", "stochastic")
+
+
+def convert(
+    x: Any,
+    format: str,
+    rounding: str = "nearest_even",
+    overflow: str = "saturate",
+    random_bits: Optional[Any] = None,
+) -> np.ndarray:
+    """The codes (uint8, x's shape) of x converted to the scalar `format`, correctly rounded.
+
+    x: float32 or float64 values (float16 and bfloat16 widen to float32 exactly first).
+    rounding: nearest_even, nearest_away, toward_zero, up, down, to_odd, or stochastic (which
+        needs `random_bits`, one uint32 per element: round away iff fraction + bits >= 2^32).
+    overflow: "saturate" (to the largest finite value) or "nonfinite" (to Inf, or NaN where the
+        format has no Inf; only for formats that have one of them).
+    NaN gives the format's NaN (its largest finite value where it has none); negative values
+    convert to an unsigned format's smallest code.
+    """
+    array = np.asarray(x)
+    if array.dtype not in (np.float32, np.float64):
+        if array.dtype == np.float16 or array.dtype.name == "bfloat16":
+            array = array.astype(np.float32)
+        else:
+            raise ValueError(f"x must hold floating-point values, not {array.dtype}")
+    array = np.ascontiguousarray(array)
+    codes = np.empty(array.shape, np.uint8)
+    bits = None
+    if random_bits is not None:
+        bits = np.ascontiguousarray(random_bits, dtype=np.uint32)
+        if bits.shape != array.shape and bits.size == array.size:
+            bits = bits.reshape(array.shape)
+    _core.convert(array.reshape(-1), codes.reshape(-1), format, rounding, overflow,
+                  None if bits is None else bits.reshape(-1))
+    return codes
+
+
+def decode(codes: Any, format: str) -> np.ndarray:
+    """The float32 values of the codes (uint8 array of any shape) of the scalar `format`."""
+    array = np.ascontiguousarray(codes)
+    if array.dtype != np.uint8:
+        if array.dtype.itemsize == 1:
+            array = array.view(np.uint8)
+        else:
+            raise ValueError(f"codes must be uint8, not {array.dtype}")
+    values = np.empty(array.shape, np.float32)
+    _core.decode(array.reshape(-1), values.reshape(-1), format)
+    return values

@@ -1,0 +1,302 @@
+"""QuantizedTensor and the array plumbing between numpy / torch and the C++ core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _core
+
+try:  # bfloat16 for numpy
+    import ml_dtypes
+
+    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    ml_dtypes = None
+    _BFLOAT16 = None
+
+BLOCK_FORMATS = ("nvfp4", "mxfp4", "ue5m3_fp4", "mxfp8")
+SCALAR_FORMATS = ("e2m1", "e4m3", "e5m2", "ue4m3", "ue5m3", "ue5m3_ieee", "ue8m0", "e2m3", "e3m2")
+
+# Each block format's element and scale formats (the C++ block_format aliases).
+_PARTS = {
+    "nvfp4": ("e2m1", "ue4m3"),
+    "mxfp4": ("e2m1", "ue8m0"),
+    "ue5m3_fp4": ("e2m1", "ue5m3"),
+    "mxfp8": ("e4m3", "ue8m0"),
+}
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "numpy") and hasattr(x, "dtype")
+
+
+def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
+    """A 2-D input as a numpy array sharing x's memory, and its element type's name.
+
+    numpy arrays (float32, float16, ml_dtypes.bfloat16) and torch CPU tensors (float32, float16,
+    bfloat16) are read in place; bfloat16 travels as its 16-bit patterns. Only an array whose last
+    axis is not contiguous is copied.
+    """
+    if _is_torch(x):
+        import torch
+
+        if x.device.type != "cpu":
+            raise ValueError(f"{name} is on {x.device}; blockscale's Python package runs on the CPU")
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            array, element = t.view(torch.int16).numpy(), "bfloat16"
+        elif t.dtype in (torch.float32, torch.float16):
+            array = t.numpy()
+            element = "float32" if t.dtype == torch.float32 else "float16"
+        else:
+            raise ValueError(f"{name} must be float32, float16 or bfloat16, not {t.dtype}")
+    else:
+        array = np.asarray(x)
+        if array.dtype == np.float32:
+            element = "float32"
+        elif array.dtype == np.float16:
+            element = "float16"
+        elif _BFLOAT16 is not None and array.dtype == _BFLOAT16:
+            array, element = array.view(np.uint16), "bfloat16"
+        else:
+            raise ValueError(
+                f"{name} must be float32, float16 or bfloat16, not {array.dtype} "
+                "(convert float64 with .astype(numpy.float32) first)"
+            )
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, not {array.ndim}-D (shape {array.shape})")
+    if array.shape[1] > 1 and array.strides[1] != array.itemsize:
+        array = np.ascontiguousarray(array)
+    return array, element
+
+
+def check_block_format(format: str) -> str:
+    if format not in _PARTS:
+        raise ValueError(f"unknown block format {format!r} (one of {', '.join(BLOCK_FORMATS)})")
+    return format
+
+
+@dataclass
+class QuantizedTensor:
+    """A block-scaled matrix: element codes, block-scale codes and the decode scale s_dec.
+
+    elements: uint8 [rows, row_bytes]; FP4 packs two codes per byte, element 2i in the low nibble;
+        rows are padded with zero codes to a multiple of the block size.
+    scales: uint8 codes of the scale format; [rows, blocks_per_row] in the row-major layout (a 16x16
+        tile repeats its code on each of its rows), the padded 1-D buffer in the tensor-core layout.
+    A decoded value is element * block scale * decode_scale.
+    """
+
+    format: str
+    shape_info: _core.QuantizedShape
+    elements: np.ndarray
+    scales: np.ndarray
+    decode_scale_array: np.ndarray = field(repr=False)
+    stats: dict = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, format: str, shape: _core.QuantizedShape) -> "QuantizedTensor":
+        """Zero-filled storage for a quantized matrix of `format` and `shape`."""
+        need = _core.storage(check_block_format(format), shape)
+        rows = shape.rows
+        row_bytes, blocks = need["row_bytes"], need["blocks_per_row"]
+        elements = np.zeros((rows, row_bytes), np.uint8)
+        if shape.layout == _core.scale_layout.row_major:
+            scales = np.zeros((rows, blocks), np.uint8)
+        else:
+            scales = np.zeros(need["scale_bytes"], np.uint8)
+        assert elements.size == need["element_bytes"] and scales.size == need["scale_bytes"]
+        return cls(format, shape, elements, scales, np.ones(1, np.float32))
+
+    @classmethod
+    def from_arrays(
+        cls,
+        format: str,
+        elements: Any,
+        scales: Any,
+        decode_scale: float,
+        cols: int,
+        *,
+        shape: str = "rowwise",
+        layout: str = "row_major",
+        columnwise: bool = False,
+        hadamard: bool = False,
+        hadamard_sign_mask: Optional[int] = None,
+    ) -> "QuantizedTensor":
+        """Wraps existing codes (from a checkpoint, another library) without copying them.
+
+        elements must hold [rows, row_bytes] uint8 codes (torch float4_e2m1fn_x2 / float8 tensors
+        are viewed as uint8); the sizes are checked against the format when the tensor is used.
+        """
+        info = _core.QuantizedShape()
+        e, s = _as_codes(elements, "elements"), _as_codes(scales, "scales")
+        if e.ndim != 2:
+            raise ValueError(f"elements must be 2-D [rows, row_bytes], not shape {e.shape}")
+        info.rows, info.cols = e.shape[0], int(cols)
+        info.blocks = getattr(_core.block_shape, shape)
+        info.layout = getattr(_core.scale_layout, layout)
+        info.columnwise, info.hadamard = columnwise, hadamard
+        if hadamard_sign_mask is not None:
+            info.hadamard_sign_mask = hadamard_sign_mask
+        q = cls(check_block_format(format), info, e, s, np.array([decode_scale], np.float32))
+        need = _core.storage(format, info)
+        if e.size < need["element_bytes"] or s.size < need["scale_bytes"]:
+            raise ValueError(
+                f"{format} {info.rows}x{info.cols}: needs {need['element_bytes']} element bytes "
+                f"and {need['scale_bytes']} scale bytes, got {e.size} and {s.size}"
+            )
+        return q
+
+    # -- metadata --------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.shape_info.rows, self.shape_info.cols)
+
+    @property
+    def decode_scale(self) -> float:
+        return float(self.decode_scale_array[0])
+
+    @property
+    def element_format(self) -> str:
+        return _PARTS[self.format][0]
+
+    @property
+    def scale_format(self) -> str:
+        return _PARTS[self.format][1]
+
+    @property
+    def block_size(self) -> int:
+        return 16 if self.format in ("nvfp4", "ue5m3_fp4") else 32
+
+    @property
+    def blocks_per_row(self) -> int:
+        return -(-self.shape_info.cols // self.block_size)
+
+    @property
+    def layout(self) -> str:
+        return self.shape_info.layout.name
+
+    @property
+    def blocks(self) -> str:
+        return self.shape_info.blocks.name
+
+    @property
+    def columnwise(self) -> bool:
+        return self.shape_info.columnwise
+
+    @property
+    def hadamard(self) -> bool:
+        return self.shape_info.hadamard
+
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {flag}" for flag in ("columnwise", "hadamard") if getattr(self, flag)
+        )
+        return (
+            f"QuantizedTensor({self.format}, {self.shape[0]}x{self.shape[1]}, {self.blocks}, "
+            f"{self.layout}{extra}, decode_scale={self.decode_scale!r})"
+        )
+
+    # -- values ----------------------------------------------------------------------------
+    def decoded_scales(self) -> np.ndarray:
+        """The block scales' values (without decode_scale), float32 [rows, blocks_per_row]."""
+        from ._scalar import decode
+
+        rows, blocks = self.shape_info.rows, self.blocks_per_row
+        if self.shape_info.layout == _core.scale_layout.row_major:
+            codes = self.scales.reshape(rows, blocks)
+        else:
+            codes = self.scales[scale_offsets(self.shape_info.layout, rows, blocks)]
+        return decode(codes, self.scale_format)
+
+    def element_codes(self) -> np.ndarray:
+        """The element codes unpacked, uint8 [rows, padded_cols]."""
+        if self.element_format != "e2m1":
+            return self.elements.copy()
+        out = np.empty((self.elements.shape[0], self.elements.shape[1] * 2), np.uint8)
+        out[:, 0::2] = self.elements & 0x0F
+        out[:, 1::2] = self.elements >> 4
+        return out
+
+    def dequantize(self, dtype: Any = "float32", *, padded: bool = False, threads: int = 1):
+        """The decoded matrix [rows, cols] (or [rows, padded_cols]) as float32, bfloat16 or float16."""
+        return dequantize(self, dtype, padded=padded, threads=threads)
+
+    # -- torch -----------------------------------------------------------------------------
+    def torch_elements(self):
+        """The elements as a torch tensor sharing memory: float4_e2m1fn_x2 for FP4 (uint8 where
+        torch lacks it), float8_e4m3fn for MXFP8."""
+        import torch
+
+        t = torch.from_numpy(self.elements)
+        name = "float4_e2m1fn_x2" if self.element_format == "e2m1" else "float8_e4m3fn"
+        return t.view(getattr(torch, name)) if hasattr(torch, name) else t
+
+    def torch_scales(self):
+        """The block scales as a torch tensor sharing memory: float8_e4m3fn (UE4M3, the sign bit is
+        always 0), float8_e8m0fnu (UE8M0), uint8 (UE5M3: no framework has the dtype)."""
+        import torch
+
+        t = torch.from_numpy(self.scales)
+        name = {"ue4m3": "float8_e4m3fn", "ue8m0": "float8_e8m0fnu"}.get(self.scale_format)
+        return t.view(getattr(torch, name)) if name and hasattr(torch, name) else t
+
+
+def _as_codes(x: Any, name: str) -> np.ndarray:
+    if _is_torch(x):
+        import torch
+
+        x = x.detach().view(torch.uint8).numpy()
+    array = np.asarray(x)
+    if array.dtype != np.uint8:
+        array = array.view(np.uint8) if array.dtype.itemsize == 1 else array
+    if array.dtype != np.uint8:
+        raise ValueError(f"{name} must hold uint8 codes, not {array.dtype}")
+    return np.ascontiguousarray(array)
+
+
+def scale_offsets(layout: Any, rows: int, blocks: int) -> np.ndarray:
+    """Index of each (row, block) scale code in a scale buffer of `layout`, int64 [rows, blocks]
+    (the C++ scale_offset rule; the tensor-core layout is cuBLASLt's 128x4 tiles)."""
+    if isinstance(layout, str):
+        layout = getattr(_core.scale_layout, layout)
+    out = np.empty((rows, blocks), np.int64)
+    _core.scale_offsets(layout, out)
+    return out
+
+
+def _out_dtype(dtype: Any) -> tuple[np.dtype, str]:
+    if isinstance(dtype, str):
+        names = {"float32": np.float32, "float16": np.float16, "bfloat16": _BFLOAT16}
+        if dtype not in names:
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype!r}")
+        dtype = names[dtype]
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return dtype, "float32"
+    if dtype == np.float16:
+        return dtype, "float16"
+    if _BFLOAT16 is not None and dtype == _BFLOAT16:
+        return dtype, "bfloat16"
+    raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype}")
+
+
+def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = False, threads: int = 1):
+    """The decoded matrix of q: float32, ml_dtypes.bfloat16 or float16 numpy array.
+
+    padded=True keeps the zero padding of each row (padded_cols columns), as a GEMM reads it.
+    """
+    np_dtype, element = _out_dtype(dtype)
+    cols = q.blocks_per_row * q.block_size if padded else q.shape_info.cols
+    out = np.empty((q.shape_info.rows, cols), np_dtype)
+    view = out.view(np.uint16) if element == "bfloat16" else out
+    _core.dequantize(
+        q.format, q.shape_info, q.elements, q.scales, q.decode_scale, view, element, padded, threads
+    )
+    return out
+
+
+Operand = Union[QuantizedTensor, np.ndarray]

@@ -1,0 +1,576 @@
+// The blockscale Python extension, `blockscale._core`: thin bindings over the host library. Every
+// number is computed by the C++ headers; this file only maps Python arguments to views over the
+// caller's arrays (no copies), releases the GIL around the work, and lets the library's
+// std::invalid_argument reach Python as ValueError. The Python package (blockscale/) builds the
+// friendly API on top.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "blockscale/blockscale.hpp"
+
+namespace nb = nanobind;
+namespace bs = blockscale;
+
+namespace {
+
+using array = nb::ndarray<nb::device::cpu>;
+
+// ---- Run-time names meet the types -----------------------------------------------------------
+
+bs::block_format_id block_format_named(const std::string& name) {
+  for (int id = 1; id <= 4; ++id)
+    if (name == bs::to_string(static_cast<bs::block_format_id>(id)))
+      return static_cast<bs::block_format_id>(id);
+  throw std::invalid_argument("unknown block format '" + name +
+                              "' (nvfp4, mxfp4, ue5m3_fp4 or mxfp8)");
+}
+
+/// Calls f(block_format_tag<F>{}) for the block format named `name`.
+template <class F>
+decltype(auto) with_block_format(const std::string& name, F&& f) {
+  return bs::visit_block_format(block_format_named(name), [&](auto tag) -> decltype(auto) {
+    if constexpr (std::is_same<decltype(tag), bs::high_precision_tag>::value)
+      return f(bs::block_format_tag<bs::nvfp4>{}); // unreachable: block_format_named checked
+    else
+      return f(tag);
+  });
+}
+
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
+/// Calls f(type_tag<M>{}) for the scalar format named `name`.
+template <class F>
+decltype(auto) with_scalar_format(const std::string& name, F&& f) {
+  if (name == "e2m1")
+    return f(type_tag<bs::e2m1>{});
+  if (name == "e4m3")
+    return f(type_tag<bs::e4m3>{});
+  if (name == "e5m2")
+    return f(type_tag<bs::e5m2>{});
+  if (name == "ue4m3")
+    return f(type_tag<bs::ue4m3>{});
+  if (name == "ue5m3")
+    return f(type_tag<bs::ue5m3>{});
+  if (name == "ue5m3_ieee")
+    return f(type_tag<bs::ue5m3_ieee>{});
+  if (name == "ue8m0")
+    return f(type_tag<bs::ue8m0>{});
+  if (name == "e2m3")
+    return f(type_tag<bs::e2m3>{});
+  if (name == "e3m2")
+    return f(type_tag<bs::e3m2>{});
+  throw std::invalid_argument("unknown scalar format '" + name +
+                              "' (e2m1, e4m3, e5m2, ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3, e3m2)");
+}
+
+/// Calls f(rounding tag) for the element rounding named `name` (not "stochastic").
+template <class F>
+decltype(auto) with_rounding(const std::string& name, F&& f) {
+  if (name == "nearest_even")
+    return f(bs::round_nearest_even{});
+  if (name == "nearest_away")
+    return f(bs::round_nearest_away{});
+  if (name == "toward_zero")
+    return f(bs::round_toward_zero{});
+  if (name == "up")
+    return f(bs::round_up{});
+  if (name == "down")
+    return f(bs::round_down{});
+  if (name == "to_odd")
+    return f(bs::round_to_odd{});
+  throw std::invalid_argument("unknown rounding '" + name +
+                              "' (nearest_even, nearest_away, toward_zero, up, down, to_odd, "
+                              "stochastic)");
+}
+
+// ---- Arrays ------------------------------------------------------------------------------------
+
+bool is_dtype(const array& a, nb::dlpack::dtype_code code, int bits) {
+  return a.dtype().code == static_cast<std::uint8_t>(code) && a.dtype().bits == bits &&
+         a.dtype().lanes == 1;
+}
+
+std::string dtype_string(const array& a) {
+  static const char* const codes[] = {"int",    "uint",    "float", "opaque",
+                                      "bfloat", "complex", "bool"};
+  const unsigned code = a.dtype().code;
+  return std::string(code < 7 ? codes[code] : "unknown") + std::to_string(a.dtype().bits);
+}
+
+/// A 2-D array with unit column stride as a matrix_view<T> (the row stride becomes ld).
+template <class T>
+bs::matrix_view<T> matrix_of(const array& a, const char* name) {
+  if (a.ndim() != 2)
+    throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
+                                std::to_string(a.ndim()) + "-D");
+  const std::size_t rows = a.shape(0), cols = a.shape(1);
+  if (rows == 0 || cols == 0)
+    return bs::matrix_view<T>(nullptr, rows, cols, cols);
+  if (cols > 1 && a.stride(1) != 1)
+    throw std::invalid_argument(std::string(name) +
+                                " must have contiguous rows (unit stride along its last axis)");
+  if (rows > 1 && a.stride(0) < static_cast<std::int64_t>(cols))
+    throw std::invalid_argument(std::string(name) + " has overlapping rows");
+  const std::size_t ld = rows > 1 ? static_cast<std::size_t>(a.stride(0)) : cols;
+  return bs::matrix_view<T>(static_cast<T*>(a.data()), rows, cols, ld);
+}
+
+/// The bytes of a C-contiguous uint8 array, and how many.
+std::pair<std::uint8_t*, std::size_t> bytes_of(const array& a, const char* name) {
+  if (!is_dtype(a, nb::dlpack::dtype_code::UInt, 8))
+    throw std::invalid_argument(std::string(name) + " must be uint8, not " + dtype_string(a));
+  if (a.size() == 0)
+    return {static_cast<std::uint8_t*>(a.data()), 0};
+  std::size_t expect = 1;
+  for (std::size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != static_cast<std::int64_t>(expect))
+      throw std::invalid_argument(std::string(name) + " must be C-contiguous");
+    expect *= a.shape(d);
+  }
+  return {static_cast<std::uint8_t*>(a.data()), a.size()};
+}
+
+/// Calls f(type_tag<T>{}) with the element type of an input matrix: float32, float16, or bfloat16
+/// (passed as 16-bit integers with element = "bfloat16", how numpy carries ml_dtypes' bfloat16).
+template <class F>
+decltype(auto) with_input_type(const array& x, const std::string& element, F&& f) {
+  using code = nb::dlpack::dtype_code;
+  if (element == "float32" && is_dtype(x, code::Float, 32))
+    return f(type_tag<const float>{});
+  if (element == "float16" && is_dtype(x, code::Float, 16))
+    return f(type_tag<const bs::float16>{});
+  if (element == "bfloat16" &&
+      (is_dtype(x, code::Bfloat, 16) || is_dtype(x, code::UInt, 16) || is_dtype(x, code::Int, 16)))
+    return f(type_tag<const bs::bfloat16>{});
+  throw std::invalid_argument("x must be float32, float16 or bfloat16, not " + dtype_string(x));
+}
+
+// ---- Quantized tensors -----------------------------------------------------------------------
+
+/// The arrays of a Python QuantizedTensor as a view of `BlockFormat` (checked sizes).
+template <class BlockFormat, class Byte>
+bs::basic_quantized_view<BlockFormat, Byte>
+view_of(const bs::quantized_shape& shape, const array& elements, const array& scales,
+        std::conditional_t<std::is_const<Byte>::value, const float, float>* decode_scale) {
+  const auto e = bytes_of(elements, "elements");
+  const auto s = bytes_of(scales, "scales");
+  return bs::basic_quantized_view<BlockFormat, Byte>::make(shape, e.first, e.second, s.first,
+                                                           s.second, decode_scale);
+}
+
+float* decode_scale_of(const array& a) {
+  if (!is_dtype(a, nb::dlpack::dtype_code::Float, 32) || a.size() != 1)
+    throw std::invalid_argument("decode_scale must be a float32 array of one element");
+  return static_cast<float*>(a.data());
+}
+
+nb::dict stats_dict(const bs::quantize_stats& stats) {
+  nb::dict d;
+  d["blocks"] = stats.blocks;
+  d["saturated_scales"] = stats.saturated_scales;
+  d["zero_scales"] = stats.zero_scales;
+  d["nan_scales"] = stats.nan_scales;
+  d["amax"] = stats.amax;
+  return d;
+}
+
+/// Calls f(policy&) with the tensor-scale policy `policy` holds, or f(nullptr) for None.
+template <class F>
+decltype(auto) with_policy(nb::handle policy, F&& f) {
+  if (policy.is_none())
+    return f(nullptr);
+  bs::no_tensor_scale* none = nullptr;
+  bs::current_tensor_scale* current = nullptr;
+  bs::periodic_tensor_scale* periodic = nullptr;
+  bs::delayed_tensor_scale* delayed = nullptr;
+  if (nb::try_cast(policy, none, false) && none)
+    return f(*none);
+  if (nb::try_cast(policy, current, false) && current)
+    return f(*current);
+  if (nb::try_cast(policy, periodic, false) && periodic)
+    return f(*periodic);
+  if (nb::try_cast(policy, delayed, false) && delayed)
+    return f(*delayed);
+  throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
+                              "PeriodicTensorScale or DelayedTensorScale");
+}
+
+nb::dict quantize_into(const array& x, const std::string& element, const std::string& format,
+                       const bs::quantized_shape& shape, const array& elements, const array& scales,
+                       const array& decode_scale, const bs::quantize_options& options,
+                       nb::handle policy) {
+  return with_block_format(format, [&](auto format_tag) {
+    using F = typename decltype(format_tag)::type;
+    const auto out =
+        view_of<F, std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
+    return with_input_type(x, element, [&](auto input_tag) {
+      using T = typename decltype(input_tag)::type;
+      const bs::matrix_view<T> input = matrix_of<T>(x, "x");
+      const bs::quantize_stats stats = with_policy(policy, [&](auto&& p) {
+        nb::gil_scoped_release unlocked;
+        if constexpr (std::is_same<std::decay_t<decltype(p)>, std::nullptr_t>::value)
+          return bs::quantize_into(input, out, options);
+        else
+          return bs::quantize_into(input, out, p, options);
+      });
+      return stats_dict(stats);
+    });
+  });
+}
+
+float measure_amax(const array& x, const std::string& element, const std::string& format,
+                   const bs::quantize_options& options) {
+  return with_block_format(format, [&](auto format_tag) {
+    using F = typename decltype(format_tag)::type;
+    return with_input_type(x, element, [&](auto input_tag) {
+      using T = typename decltype(input_tag)::type;
+      const bs::matrix_view<T> input = matrix_of<T>(x, "x");
+      nb::gil_scoped_release unlocked;
+      return bs::measure_amax<F>(input, options);
+    });
+  });
+}
+
+nb::dict storage(const std::string& format, const bs::quantized_shape& shape) {
+  return with_block_format(format, [&](auto format_tag) {
+    using F = typename decltype(format_tag)::type;
+    const bs::quantized_storage need = bs::storage_for<F>(shape);
+    const auto view = bs::const_quantized_view<F>::unchecked(shape, nullptr, nullptr, nullptr);
+    nb::dict d;
+    d["element_bytes"] = need.element_bytes;
+    d["scale_bytes"] = need.scale_bytes;
+    d["row_bytes"] = view.row_bytes();
+    d["padded_cols"] = view.padded_cols();
+    d["blocks_per_row"] = view.blocks_per_row();
+    d["block_size"] = F::block_size;
+    return d;
+  });
+}
+
+void dequantize(const std::string& format, const bs::quantized_shape& shape, const array& elements,
+                const array& scales, float decode_scale, const array& out,
+                const std::string& element, bool padded, unsigned threads) {
+  with_block_format(format, [&](auto format_tag) {
+    using F = typename decltype(format_tag)::type;
+    const auto q = view_of<F, const std::uint8_t>(shape, elements, scales, &decode_scale);
+    const auto run = [&](auto type) {
+      using T = typename decltype(type)::type;
+      const bs::matrix_view<T> o = matrix_of<T>(out, "out");
+      nb::gil_scoped_release unlocked;
+      if (padded)
+        bs::dequantize_padded(q, o, threads);
+      else
+        bs::dequantize(q, o, threads);
+    };
+    using code = nb::dlpack::dtype_code;
+    if (element == "float32" && is_dtype(out, code::Float, 32))
+      run(type_tag<float>{});
+    else if (element == "float16" && is_dtype(out, code::Float, 16))
+      run(type_tag<bs::float16>{});
+    else if (element == "bfloat16" &&
+             (is_dtype(out, code::UInt, 16) || is_dtype(out, code::Int, 16) ||
+              is_dtype(out, code::Bfloat, 16)))
+      run(type_tag<bs::bfloat16>{});
+    else
+      throw std::invalid_argument("out must be float32, float16 or bfloat16, not " +
+                                  dtype_string(out));
+  });
+}
+
+/// One GEMM operand from Python: a quantized tensor's arrays, or (format empty) a float32 matrix.
+struct operand {
+  std::string format;
+  bs::quantized_shape shape;
+  array elements, scales;
+  float decode_scale = 1.0f;
+  array values;
+};
+
+template <class F>
+decltype(auto) with_operand(const operand& o, F&& f) {
+  if (o.format.empty())
+    return f(matrix_of<const float>(o.values, "float operand"));
+  return with_block_format(o.format, [&](auto tag) {
+    using Format = typename decltype(tag)::type;
+    return f(view_of<Format, const std::uint8_t>(o.shape, o.elements, o.scales, &o.decode_scale));
+  });
+}
+
+template <class X, class Y>
+void reference_of(X x, Y y, bs::matrix_view<float> c, float alpha, float beta, unsigned threads) {
+  nb::gil_scoped_release unlocked;
+  bs::gemm::reference(x, y, c, alpha, beta, threads);
+}
+void reference_of(bs::matrix_view<const float>, bs::matrix_view<const float>,
+                  bs::matrix_view<float>, float, float, unsigned) {
+  throw std::invalid_argument("gemm_reference: at least one operand must be quantized");
+}
+
+void gemm_reference(const operand& a, const operand& b, const array& c, float alpha, float beta,
+                    unsigned threads) {
+  if (!is_dtype(c, nb::dlpack::dtype_code::Float, 32))
+    throw std::invalid_argument("c must be float32, not " + dtype_string(c));
+  const bs::matrix_view<float> out = matrix_of<float>(c, "c");
+  with_operand(a, [&](auto x) {
+    with_operand(b, [&](auto y) { reference_of(x, y, out, alpha, beta, threads); });
+  });
+}
+
+// ---- Scalar conversion -----------------------------------------------------------------------
+
+template <class M, class From, class Overflow>
+void convert_all(const From* x, std::uint8_t* codes, std::size_t n, const std::string& rounding,
+                 const std::uint32_t* bits, Overflow overflow) {
+  if (rounding == "stochastic") {
+    for (std::size_t i = 0; i < n; ++i)
+      codes[i] = bs::convert<M>(x[i], bs::round_stochastic{bits[i]}, overflow).bits();
+    return;
+  }
+  with_rounding(rounding, [&](auto tag) {
+    for (std::size_t i = 0; i < n; ++i)
+      codes[i] = bs::convert<M>(x[i], tag, overflow).bits();
+  });
+}
+
+void convert(const array& x, const array& codes, const std::string& format,
+             const std::string& rounding, const std::string& overflow,
+             std::optional<array> random_bits) {
+  const auto out = bytes_of(codes, "codes");
+  if (out.second != x.size())
+    throw std::invalid_argument("codes holds " + std::to_string(out.second) + " values, x " +
+                                std::to_string(x.size()));
+  const std::uint32_t* bits = nullptr;
+  if (rounding == "stochastic") {
+    if (!random_bits || !is_dtype(*random_bits, nb::dlpack::dtype_code::UInt, 32) ||
+        random_bits->size() != x.size())
+      throw std::invalid_argument("stochastic rounding needs random_bits: a uint32 array with one "
+                                  "value per element of x");
+    bits = static_cast<const std::uint32_t*>(random_bits->data());
+  } else if (random_bits) {
+    throw std::invalid_argument("random_bits is only for rounding='stochastic'");
+  }
+  if (overflow != "saturate" && overflow != "nonfinite")
+    throw std::invalid_argument("unknown overflow '" + overflow + "' (saturate or nonfinite)");
+  with_scalar_format(format, [&](auto format_tag) {
+    using M = typename decltype(format_tag)::type;
+    const auto run = [&](const auto* input) {
+      if (overflow == "saturate") {
+        nb::gil_scoped_release unlocked;
+        convert_all<M>(input, out.first, out.second, rounding, bits, bs::saturate_finite{});
+      } else if constexpr (M::traits::has_nan) {
+        nb::gil_scoped_release unlocked;
+        convert_all<M>(input, out.first, out.second, rounding, bits, bs::to_nonfinite{});
+      } else {
+        throw std::invalid_argument(format + " has no Inf or NaN: overflow must be 'saturate'");
+      }
+    };
+    using code = nb::dlpack::dtype_code;
+    if (is_dtype(x, code::Float, 32))
+      run(static_cast<const float*>(x.data()));
+    else if (is_dtype(x, code::Float, 64))
+      run(static_cast<const double*>(x.data()));
+    else
+      throw std::invalid_argument("x must be float32 or float64, not " + dtype_string(x));
+  });
+}
+
+void decode(const array& codes, const array& values, const std::string& format) {
+  const auto in = bytes_of(codes, "codes");
+  if (!is_dtype(values, nb::dlpack::dtype_code::Float, 32) || values.size() != in.second)
+    throw std::invalid_argument("values must be float32 with one value per code");
+  float* out = static_cast<float*>(values.data());
+  with_scalar_format(format, [&](auto format_tag) {
+    using M = typename decltype(format_tag)::type;
+    for (std::size_t i = 0; i < in.second; ++i) {
+      if ((in.first[i] & ~M::traits::code_mask) != 0)
+        throw std::invalid_argument("code " + std::to_string(in.first[i]) + " at index " +
+                                    std::to_string(i) + " is not a " + format + " code");
+      out[i] = static_cast<float>(M::from_bits(in.first[i]));
+    }
+  });
+}
+
+template <class Policy>
+void bind_counters(nb::class_<Policy>& c) {
+  c.def_prop_ro("needs_amax", &Policy::needs_amax)
+      .def_prop_ro("encode_scale", &Policy::encode_scale)
+      .def_prop_ro("amax_measurements", &Policy::amax_measurements)
+      .def_ro("calls", &Policy::calls);
+}
+
+} // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "blockscale's C++ core (use the blockscale package, not this module directly)";
+
+  nb::enum_<bs::block_shape>(m, "block_shape")
+      .value("rowwise", bs::block_shape::rowwise)
+      .value("tile", bs::block_shape::tile);
+  nb::enum_<bs::scale_layout>(m, "scale_layout")
+      .value("row_major", bs::scale_layout::row_major)
+      .value("tensor_core", bs::scale_layout::tensor_core);
+  nb::enum_<bs::element_rounding>(m, "element_rounding")
+      .value("nearest_even", bs::element_rounding::nearest_even)
+      .value("stochastic", bs::element_rounding::stochastic);
+  nb::enum_<bs::scale_rounding>(m, "scale_rounding")
+      .value("nearest_even", bs::scale_rounding::nearest_even)
+      .value("up", bs::scale_rounding::up)
+      .value("down", bs::scale_rounding::down);
+
+  nb::class_<bs::scale_rule>(m, "ScaleRule")
+      .def(nb::init<float, bs::scale_rounding>(), nb::arg("target"),
+           nb::arg("rounding") = bs::scale_rounding::nearest_even)
+      .def_rw("target", &bs::scale_rule::target)
+      .def_rw("rounding", &bs::scale_rule::rounding)
+      .def("__repr__", [](const bs::scale_rule& r) {
+        static const char* const names[] = {"nearest_even", "up", "down"};
+        return "ScaleRule(target=" + std::to_string(r.target) + ", rounding='" +
+               names[static_cast<int>(r.rounding)] + "')";
+      });
+
+  nb::class_<bs::quantized_shape>(m, "QuantizedShape")
+      .def(nb::init<>())
+      .def_rw("rows", &bs::quantized_shape::rows)
+      .def_rw("cols", &bs::quantized_shape::cols)
+      .def_rw("blocks", &bs::quantized_shape::blocks)
+      .def_rw("layout", &bs::quantized_shape::layout)
+      .def_rw("columnwise", &bs::quantized_shape::columnwise)
+      .def_rw("hadamard", &bs::quantized_shape::hadamard)
+      .def_prop_rw(
+          "hadamard_sign_mask",
+          [](const bs::quantized_shape& s) { return s.transform.sign_mask(); },
+          [](bs::quantized_shape& s, std::uint16_t mask) {
+            s.transform = bs::hadamard16::from_sign_mask(mask);
+          });
+
+  nb::class_<bs::quantize_options>(m, "QuantizeOptions")
+      .def(nb::init<>())
+      .def_rw("shape", &bs::quantize_options::shape)
+      .def_rw("columnwise", &bs::quantize_options::columnwise)
+      .def_rw("rule", &bs::quantize_options::rule, nb::arg().none())
+      .def_rw("rounding", &bs::quantize_options::rounding)
+      .def_rw("seed", &bs::quantize_options::seed)
+      .def_rw("offset", &bs::quantize_options::offset)
+      .def_rw("encode_scale", &bs::quantize_options::encode_scale)
+      .def_rw("layout", &bs::quantize_options::layout)
+      .def_rw("hadamard", &bs::quantize_options::hadamard)
+      .def_prop_rw(
+          "hadamard_sign_mask",
+          [](const bs::quantize_options& o) { return o.transform.sign_mask(); },
+          [](bs::quantize_options& o, std::uint16_t mask) {
+            o.transform = bs::hadamard16::from_sign_mask(mask);
+          })
+      .def_rw("threads", &bs::quantize_options::threads)
+      .def("quantized_shape",
+           [](const bs::quantize_options& o, std::size_t rows, std::size_t cols) {
+             return bs::quantized_shape_for(rows, cols, o);
+           });
+
+  m.def("default_rule", [](const std::string& format) {
+    return with_block_format(
+        format, [](auto tag) { return bs::default_scale_rule<typename decltype(tag)::type>(); });
+  });
+  m.def("default_hadamard_sign_mask", [] { return bs::hadamard16::te_default().sign_mask(); });
+  m.def("hadamard_sign_mask_from_seed",
+        [](std::uint64_t seed) { return bs::hadamard16::from_seed(seed).sign_mask(); });
+  m.def("check_options", [](const std::string& format, std::size_t rows, std::size_t cols,
+                            const bs::quantize_options& options) {
+    with_block_format(format, [&](auto tag) {
+      (void)bs::make_quantize_params<typename decltype(tag)::type>(rows, cols, options);
+    });
+  });
+
+  auto none = nb::class_<bs::no_tensor_scale>(m, "NoTensorScale").def(nb::init<>());
+  bind_counters(none);
+  auto current =
+      nb::class_<bs::current_tensor_scale>(m, "CurrentTensorScale")
+          .def(
+              "__init__",
+              [](bs::current_tensor_scale* p, const std::string& format, int headroom) {
+                with_block_format(format, [&](auto tag) {
+                  new (p) bs::current_tensor_scale(
+                      bs::current_tensor_scale::make<typename decltype(tag)::type>(headroom));
+                });
+              },
+              nb::arg("format"), nb::arg("headroom") = 0)
+          .def_ro("numerator", &bs::current_tensor_scale::numerator);
+  bind_counters(current);
+  auto periodic = nb::class_<bs::periodic_tensor_scale>(m, "PeriodicTensorScale")
+                      .def(
+                          "__init__",
+                          [](bs::periodic_tensor_scale* p, const std::string& format,
+                             std::uint32_t interval, int headroom) {
+                            with_block_format(format, [&](auto tag) {
+                              new (p) bs::periodic_tensor_scale(
+                                  bs::periodic_tensor_scale::make<typename decltype(tag)::type>(
+                                      interval, headroom));
+                            });
+                          },
+                          nb::arg("format"), nb::arg("interval") = 100, nb::arg("headroom") = 0)
+                      .def_ro("interval", &bs::periodic_tensor_scale::interval)
+                      .def_ro("numerator", &bs::periodic_tensor_scale::numerator);
+  bind_counters(periodic);
+  auto delayed = nb::class_<bs::delayed_tensor_scale>(m, "DelayedTensorScale")
+                     .def(
+                         "__init__",
+                         [](bs::delayed_tensor_scale* p, const std::string& format,
+                            std::uint32_t history, int margin) {
+                           with_block_format(format, [&](auto tag) {
+                             new (p) bs::delayed_tensor_scale(
+                                 bs::delayed_tensor_scale::make<typename decltype(tag)::type>(
+                                     history, margin));
+                           });
+                         },
+                         nb::arg("format"), nb::arg("history") = 16, nb::arg("margin") = 0)
+                     .def_ro("history", &bs::delayed_tensor_scale::history)
+                     .def_ro("numerator", &bs::delayed_tensor_scale::numerator);
+  bind_counters(delayed);
+
+  m.def(
+      "scale_offsets",
+      [](bs::scale_layout layout, const array& out) {
+        if (!is_dtype(out, nb::dlpack::dtype_code::Int, 64) || out.ndim() != 2)
+          throw std::invalid_argument("out must be a 2-D int64 array");
+        auto* o = static_cast<std::int64_t*>(out.data());
+        const std::size_t blocks = out.shape(1);
+        for (std::size_t r = 0; r < out.shape(0); ++r)
+          for (std::size_t kb = 0; kb < blocks; ++kb)
+            o[r * out.stride(0) + kb * out.stride(1)] =
+                static_cast<std::int64_t>(bs::scale_offset(layout, r, kb, blocks));
+      },
+      nb::arg("layout"), nb::arg("out"));
+  m.def("storage", &storage, nb::arg("format"), nb::arg("shape"));
+  m.def("quantize_into", &quantize_into, nb::arg("x"), nb::arg("element"), nb::arg("format"),
+        nb::arg("shape"), nb::arg("elements"), nb::arg("scales"), nb::arg("decode_scale"),
+        nb::arg("options"), nb::arg("policy").none());
+  m.def("measure_amax", &measure_amax, nb::arg("x"), nb::arg("element"), nb::arg("format"),
+        nb::arg("options"));
+  m.def("dequantize", &dequantize, nb::arg("format"), nb::arg("shape"), nb::arg("elements"),
+        nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
+        nb::arg("padded"), nb::arg("threads"));
+  m.def("gemm_reference",
+        [](const std::string& format_a, const bs::quantized_shape& shape_a, const array& elements_a,
+           const array& scales_a, float decode_a, const array& values_a,
+           const std::string& format_b, const bs::quantized_shape& shape_b, const array& elements_b,
+           const array& scales_b, float decode_b, const array& values_b, const array& c,
+           float alpha, float beta, unsigned threads) {
+          gemm_reference({format_a, shape_a, elements_a, scales_a, decode_a, values_a},
+                         {format_b, shape_b, elements_b, scales_b, decode_b, values_b}, c, alpha,
+                         beta, threads);
+        });
+  m.def("convert", &convert, nb::arg("x"), nb::arg("codes"), nb::arg("format"), nb::arg("rounding"),
+        nb::arg("overflow"), nb::arg("random_bits").none());
+  m.def("decode", &decode, nb::arg("codes"), nb::arg("values"), nb::arg("format"));
+}

@@ -1,0 +1,55 @@
+"""The global-scale conventions of other libraries, as named adapters."""
+
+import numpy as np
+import pytest
+
+import blockscale as bs
+from blockscale import conventions as cv
+
+
+def test_divisors_are_the_encode_scale_and_multipliers_the_decode_scale():
+    amax = np.float32(3.7)
+    g = cv.global_scale(amax, "compressed_tensors")
+    assert g == np.float32(2688) / amax
+    assert cv.encode_scale(g, "compressed_tensors") == g
+    assert cv.global_scale(amax, "flashinfer") == g == cv.global_scale(amax, "transformer_engine")
+    m = cv.global_scale(amax, "modelopt")
+    assert m == amax / np.float32(2688) == cv.global_scale(amax, "torchao")
+    assert cv.decode_scale(m, "modelopt") == m
+    assert cv.encode_scale(m, "torchao") == np.float32(1) / np.float32(m)
+
+
+def test_round_trip_through_quantize():
+    x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    amax = np.abs(x).max()
+    g = cv.global_scale(amax, "compressed_tensors")
+    q = bs.quantize(x, "nvfp4", encode_scale=cv.encode_scale(g, "compressed_tensors"))
+    # a current tensor scale computes the same s_enc
+    p = bs.CurrentTensorScale("nvfp4")
+    r = bs.quantize(x, "nvfp4", policy=p)
+    np.testing.assert_array_equal(q.elements, r.elements)
+    assert cv.from_blockscale(p.encode_scale, "compressed_tensors") == g
+    assert cv.from_blockscale(p.encode_scale, "modelopt") == q.decode_scale
+
+
+def test_degenerate_amax_gives_one():
+    for convention in cv.CONVENTIONS:
+        zero = np.finfo(np.float32).max if convention == "transformer_engine" else 1.0
+        assert cv.global_scale(0.0, convention) == zero
+        assert cv.global_scale(float("nan"), convention) == 1.0
+        assert cv.global_scale(float("inf"), convention) == 1.0
+    # Transformer Engine's rule is CurrentTensorScale's
+    for amax in (0.0, np.inf, np.nan, 1e-40, 3.5):
+        p = bs.CurrentTensorScale("nvfp4")
+        bs.quantize(np.full((1, 16), amax, np.float32), "nvfp4", policy=p)
+        assert p.encode_scale == cv.global_scale(amax, "transformer_engine") or np.isnan(amax)
+
+
+def test_bad_values():
+    with pytest.raises(ValueError, match="unknown convention"):
+        cv.kind("vllm")
+    for f in (cv.encode_scale, cv.decode_scale, cv.from_blockscale):
+        with pytest.raises(ValueError):
+            f(0.0, "modelopt")
+        with pytest.raises(ValueError):
+            f(float("inf"), "compressed_tensors")
