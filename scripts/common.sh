@@ -40,4 +40,28 @@ blockscale_find_nvcc() {
   fi
 }
 
+# blockscale_python_env <requirements file>: prints the interpreter of a virtual environment that
+# holds the requirements, made once and cached under ~/.cache/blockscale (BLOCKSCALE_VENV_CACHE),
+# keyed by the Python version and the contents of python/requirements-*.txt. A failed install
+# leaves no environment behind.
+blockscale_python_env() {
+  local requirements=$1 base=${BLOCKSCALE_PYTHON:-python3} key venv
+  key=$({ "$base" --version 2>&1; cat "$blockscale_root"/python/requirements-*.txt; } |
+    sha256sum | cut -c1-16)
+  venv=${BLOCKSCALE_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/blockscale}/$(basename "$requirements" .txt)-$key
+  if [[ ! -f $venv/.complete ]]; then
+    rm -rf "$venv"
+    local start=$SECONDS
+    echo "Making $venv (pip install -r ${requirements#"$blockscale_root"/})" >&2
+    "$base" -m venv "$venv" >&2 &&
+      "$venv/bin/python" -m pip install -q -r "$requirements" >&2 || {
+      rm -rf "$venv"
+      return 1
+    }
+    touch "$venv/.complete"
+    echo "Made $venv in $((SECONDS - start)) s ($(du -sh "$venv" | cut -f1))" >&2
+  fi
+  echo "$venv/bin/python"
+}
+
 blockscale_jobs=$(nproc 2>/dev/null || echo 2)

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Builds blockscale (Release) and runs its test suite, except the `exhaustive` label.
-#   scripts/test.sh [--exhaustive] [ctest arguments...]
+# Builds blockscale (Release) and the Python package, and runs the test suite except the
+# `exhaustive` label.
+#   scripts/test.sh [--exhaustive] [--peers] [--no-python] [ctest arguments...]
 #   --exhaustive   also run the exhaustive sweeps (times: docs/testing.md)
+#   --peers        also run the torch-based peers as oracles (label peers; a cached ~6 GB venv)
+#   --no-python    skip the Python package and its tests
 # The build directory is build/ unless BLOCKSCALE_BUILD_DIR says otherwise. Missing Debian packages
-# are installed when run as root.
+# are installed when run as root; Python packages go into cached virtual environments
+# (python/requirements-*.txt, scripts/common.sh).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 exclude=(--label-exclude exhaustive)
 ctest_args=()
+python=on
+peers=OFF
 for arg in "$@"; do
   case $arg in
   --exhaustive) exclude=() ;;
+  --peers) peers=ON ;;
+  --no-python) python=off ;;
   -h | --help)
-    sed -n '2,6s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
     ;;
   *) ctest_args+=("$arg") ;;
@@ -25,8 +33,20 @@ blockscale_install_missing cmake g++ make catch2 libbenchmark-dev
 blockscale_find_nvcc
 build=${BLOCKSCALE_BUILD_DIR:-$blockscale_root/build}
 
+python_args=(-DBLOCKSCALE_PYTHON_EXECUTABLE=)
+if [[ $python == on ]]; then
+  blockscale_install_missing python3 python3-venv python3-dev
+  requirements=$blockscale_root/python/requirements-test.txt
+  [[ $peers == ON ]] && requirements=$blockscale_root/python/requirements-peers.txt
+  interpreter=$(blockscale_python_env "$requirements")
+  echo "Building the Python package (pip install ./python)"
+  "$interpreter" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+    "$blockscale_root/python"
+  python_args=(-DBLOCKSCALE_PYTHON_EXECUTABLE="$interpreter" -DBLOCKSCALE_PYTHON_PEERS=$peers)
+fi
+
 cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=ON \
-  -DBLOCKSCALE_BUILD_BENCHMARKS=ON -DBLOCKSCALE_BUILD_EXAMPLES=ON
+  -DBLOCKSCALE_BUILD_BENCHMARKS=ON -DBLOCKSCALE_BUILD_EXAMPLES=ON "${python_args[@]}"
 cmake --build "$build" --parallel "$blockscale_jobs"
 ctest --test-dir "$build" --output-on-failure --no-tests=error --parallel "$blockscale_jobs" \
   "${exclude[@]}" "${ctest_args[@]}"
