@@ -225,3 +225,17 @@ def test_stats(rng):
     assert q.stats["blocks"] == 4 and q.stats["zero_scales"] == 2
     assert q.stats["saturated_scales"] == 1 and q.stats["nan_scales"] == 1
     assert np.isnan(q.stats["amax"])
+
+
+def test_the_gil_is_released_while_quantizing(rng):
+    import threading
+
+    x = rng.standard_normal((2048, 4096)).astype(np.float32)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: [bs.quantize(x, "nvfp4") for _ in range(3)] and done.set())
+    ticks = 0
+    worker.start()
+    while not done.is_set() and worker.is_alive():
+        ticks += 1  # runs only while the worker's C++ code has let go of the GIL
+    worker.join()
+    assert ticks > 100
