@@ -1,19 +1,21 @@
 """blockscale: exact 4-bit block-scaled floating point (NVFP4, MXFP4, UE5M3-FP4, MXFP8).
 
 Bindings over the blockscale C++ library: every value is computed by the same code as its C++
-API. See docs/python.md in the repository.
+API. `simd` says which build of the extension runs ("avx512" or "portable"; the same bits).
+See docs/python.md in the repository.
 """
 
 from . import conventions
-from ._core import (
-    CurrentTensorScale,
-    DelayedTensorScale,
-    NoTensorScale,
-    PeriodicTensorScale,
-    QuantizedShape,
-    ScaleRule,
-    default_rule,
-)
+from ._native import core as _core
+from ._native import simd
+
+CurrentTensorScale = _core.CurrentTensorScale
+DelayedTensorScale = _core.DelayedTensorScale
+NoTensorScale = _core.NoTensorScale
+PeriodicTensorScale = _core.PeriodicTensorScale
+QuantizedShape = _core.QuantizedShape
+ScaleRule = _core.ScaleRule
+default_rule = _core.default_rule
 from ._gemm import gemm_reference
 from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
 from ._scalar import ROUNDINGS, convert, decode
@@ -27,5 +29,5 @@ __all__ = [
     "NoTensorScale", "CurrentTensorScale", "PeriodicTensorScale", "DelayedTensorScale",
     "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",
     "scale_rule", "default_rule", "convert", "decode", "gemm_reference", "scale_offsets",
-    "conventions",
+    "conventions", "simd",
 ]

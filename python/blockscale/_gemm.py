@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from ._tensor import QuantizedTensor
 
 _EMPTY = np.zeros((0, 0), np.float32)

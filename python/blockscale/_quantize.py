@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 from ._tensor import QuantizedTensor, as_matrix, check_block_format
 
 ScaleRule = _core.ScaleRule

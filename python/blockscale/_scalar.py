@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 
 ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "to_odd", "stochastic")
 

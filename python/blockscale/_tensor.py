@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _core
+from ._native import core as _core
 
 try:  # bfloat16 for numpy
     import ml_dtypes

@@ -1,6 +1,7 @@
-// The blockscale Python extension, `blockscale._core`: thin bindings over the host library. Every
-// number is computed by the C++ headers; this file only maps Python arguments to views over the
-// caller's arrays (no copies), releases the GIL around the work, and lets the library's
+// The blockscale Python extension, `blockscale._core` (and `_core_avx512`, the same source built
+// for x86-64-v4; BLOCKSCALE_PYTHON_MODULE names the module): thin bindings over the host library.
+// Every number is computed by the C++ headers; this file only maps Python arguments to views over
+// the caller's arrays (no copies), releases the GIL around the work, and lets the library's
 // std::invalid_argument reach Python as ValueError. The Python package (blockscale/) builds the
 // friendly API on top.
 #include <nanobind/nanobind.h>
@@ -412,7 +413,7 @@ void bind_counters(nb::class_<Policy>& c) {
 
 } // namespace
 
-NB_MODULE(_core, m) {
+NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
   m.doc() = "blockscale's C++ core (use the blockscale package, not this module directly)";
 
   nb::enum_<bs::block_shape>(m, "block_shape")
