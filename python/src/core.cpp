@@ -404,11 +404,27 @@ void decode(const array& codes, const array& values, const std::string& format) 
 }
 
 template <class Policy>
-void bind_counters(nb::class_<Policy>& c) {
+void bind_counters(nb::class_<Policy> c) { // a handle: the copy names the same class
   c.def_prop_ro("needs_amax", &Policy::needs_amax)
       .def_prop_ro("encode_scale", &Policy::encode_scale)
       .def_prop_ro("amax_measurements", &Policy::amax_measurements)
       .def_ro("calls", &Policy::calls);
+}
+
+/// A policy class made by `Policy::make<F>(args...)` for the block format named in Python.
+template <class Policy, class... Args, class... Names>
+nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Names&&... names) {
+  nb::class_<Policy> c(m, name);
+  c.def(
+      "__init__",
+      [](Policy* self, const std::string& format, Args... args) {
+        with_block_format(format, [&](auto tag) {
+          new (self) Policy(Policy::template make<typename decltype(tag)::type>(args...));
+        });
+      },
+      nb::arg("format"), std::forward<Names>(names)...);
+  bind_counters(c);
+  return c;
 }
 
 } // namespace
@@ -493,51 +509,17 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
     });
   });
 
-  auto none = nb::class_<bs::no_tensor_scale>(m, "NoTensorScale").def(nb::init<>());
-  bind_counters(none);
-  auto current =
-      nb::class_<bs::current_tensor_scale>(m, "CurrentTensorScale")
-          .def(
-              "__init__",
-              [](bs::current_tensor_scale* p, const std::string& format, int headroom) {
-                with_block_format(format, [&](auto tag) {
-                  new (p) bs::current_tensor_scale(
-                      bs::current_tensor_scale::make<typename decltype(tag)::type>(headroom));
-                });
-              },
-              nb::arg("format"), nb::arg("headroom") = 0)
-          .def_ro("numerator", &bs::current_tensor_scale::numerator);
-  bind_counters(current);
-  auto periodic = nb::class_<bs::periodic_tensor_scale>(m, "PeriodicTensorScale")
-                      .def(
-                          "__init__",
-                          [](bs::periodic_tensor_scale* p, const std::string& format,
-                             std::uint32_t interval, int headroom) {
-                            with_block_format(format, [&](auto tag) {
-                              new (p) bs::periodic_tensor_scale(
-                                  bs::periodic_tensor_scale::make<typename decltype(tag)::type>(
-                                      interval, headroom));
-                            });
-                          },
-                          nb::arg("format"), nb::arg("interval") = 100, nb::arg("headroom") = 0)
-                      .def_ro("interval", &bs::periodic_tensor_scale::interval)
-                      .def_ro("numerator", &bs::periodic_tensor_scale::numerator);
-  bind_counters(periodic);
-  auto delayed = nb::class_<bs::delayed_tensor_scale>(m, "DelayedTensorScale")
-                     .def(
-                         "__init__",
-                         [](bs::delayed_tensor_scale* p, const std::string& format,
-                            std::uint32_t history, int margin) {
-                           with_block_format(format, [&](auto tag) {
-                             new (p) bs::delayed_tensor_scale(
-                                 bs::delayed_tensor_scale::make<typename decltype(tag)::type>(
-                                     history, margin));
-                           });
-                         },
-                         nb::arg("format"), nb::arg("history") = 16, nb::arg("margin") = 0)
-                     .def_ro("history", &bs::delayed_tensor_scale::history)
-                     .def_ro("numerator", &bs::delayed_tensor_scale::numerator);
-  bind_counters(delayed);
+  bind_counters(nb::class_<bs::no_tensor_scale>(m, "NoTensorScale").def(nb::init<>()));
+  bind_policy<bs::current_tensor_scale, int>(m, "CurrentTensorScale", nb::arg("headroom") = 0)
+      .def_ro("numerator", &bs::current_tensor_scale::numerator);
+  bind_policy<bs::periodic_tensor_scale, std::uint32_t, int>(
+      m, "PeriodicTensorScale", nb::arg("interval") = 100, nb::arg("headroom") = 0)
+      .def_ro("interval", &bs::periodic_tensor_scale::interval)
+      .def_ro("numerator", &bs::periodic_tensor_scale::numerator);
+  bind_policy<bs::delayed_tensor_scale, std::uint32_t, int>(
+      m, "DelayedTensorScale", nb::arg("history") = 16, nb::arg("margin") = 0)
+      .def_ro("history", &bs::delayed_tensor_scale::history)
+      .def_ro("numerator", &bs::delayed_tensor_scale::numerator);
 
   m.def(
       "scale_offsets",
