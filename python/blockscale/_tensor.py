@@ -36,8 +36,8 @@ def _is_torch(x: Any) -> bool:
 def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
     """A 2-D input as a numpy array sharing x's memory, and its element type's name.
 
-    numpy arrays (float32, float16, ml_dtypes.bfloat16) and torch CPU tensors (float32, float16,
-    bfloat16) are read in place; bfloat16 travels as its 16-bit patterns. Only an array whose last
+    numpy arrays (float32, float16, ml_dtypes.bfloat16), torch CPU tensors (float32, float16,
+    bfloat16), DLPack producers and buffer-protocol objects are read in place; bfloat16 travels as its 16-bit patterns. Only an array whose last
     axis is not contiguous is copied.
     """
     if _is_torch(x):
@@ -54,7 +54,9 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
         else:
             raise ValueError(f"{name} must be float32, float16 or bfloat16, not {t.dtype}")
     else:
-        array = np.asarray(x)
+        if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+            x = np.from_dlpack(x)  # any DLPack producer on the CPU (JAX, CuPy host, ...)
+        array = np.asarray(x)  # numpy, or the buffer protocol
         if array.dtype == np.float32:
             element = "float32"
         elif array.dtype == np.float16:

@@ -239,3 +239,25 @@ def test_the_gil_is_released_while_quantizing(rng):
         ticks += 1  # runs only while the worker's C++ code has let go of the GIL
     worker.join()
     assert ticks > 100
+
+
+def test_dlpack_and_buffer_protocol_inputs(rng):
+    x = heavy_tailed(rng, 16, 32)
+
+    class Producer:  # a DLPack producer that is not a numpy array
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kwargs):
+            return self.a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    from blockscale._tensor import as_matrix
+
+    assert np.shares_memory(as_matrix(Producer(x))[0], x)
+    assert np.shares_memory(as_matrix(memoryview(x))[0], x)
+    expect = bs.quantize(x, "nvfp4").elements
+    np.testing.assert_array_equal(bs.quantize(Producer(x), "nvfp4").elements, expect)
+    np.testing.assert_array_equal(bs.quantize(memoryview(x), "nvfp4").elements, expect)
