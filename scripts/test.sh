@@ -42,6 +42,16 @@ if [[ $python == on ]]; then
   echo "Building the Python package (pip install ./python)"
   "$interpreter" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
     "$blockscale_root/python"
+  if [[ $peers == ON ]]; then
+    # Transformer Engine's NVFP4 reference quantizer is pure PyTorch, but TE itself cannot be
+    # imported without CUDA: the peer test runs the reference file from TE's wheel (not installed).
+    te=$(dirname "$(dirname "$interpreter")")/transformer_engine
+    if ! compgen -G "$te/transformer_engine-*.whl" >/dev/null; then
+      "$interpreter" -m pip download -q --no-deps -d "$te" transformer_engine==2.20.2
+    fi
+    BLOCKSCALE_TE_SOURCE=$(compgen -G "$te/transformer_engine-*.whl" | head -n 1)
+    export BLOCKSCALE_TE_SOURCE
+  fi
   python_args=(-DBLOCKSCALE_PYTHON_EXECUTABLE="$interpreter" -DBLOCKSCALE_PYTHON_PEERS=$peers)
 fi
 

@@ -8,13 +8,15 @@ of the two under other names:
 ===================== ==================================== ============ ============================
 convention            where                                kind         value for amax
 ===================== ==================================== ============ ============================
-compressed_tensors    ``weight_global_scale``,             divisor      448 * 6 / amax
+compressed_tensors    ``weight_global_scale``,             divisor      448 * 6 / amax (*)
                       ``input_global_scale``
-flashinfer            ``fp4_quantize(global_scale=...)``   divisor      448 * 6 / amax
+flashinfer            ``fp4_quantize(global_scale=...)``   divisor      448 * 6 / amax (*)
 transformer_engine    NVFP4 ``s_enc``                      divisor      min(448 * 6 / amax, FLT_MAX)
 modelopt              ``weight_scale_2``, ``input_scale``  multiplier   amax / (448 * 6)
 torchao               ``NVFP4Tensor.per_tensor_scale``     multiplier   amax / (448 * 6)
 ===================== ==================================== ============ ============================
+
+(*) computed in torch as fp32(1 / amax) * 2688, see `global_scale`.
 
 A divisor is s_enc itself (q = x / (S_b / G) = x * G / S_b). A multiplier is s_dec. The two are
 reciprocals only up to float32 rounding: 1 / (amax / 2688) need not equal 2688 / amax, so
@@ -79,14 +81,23 @@ def from_blockscale(encode: float, convention: str) -> float:
 
 def global_scale(amax: float, convention: str, numerator: float = 448.0 * 6.0) -> float:
     """The global scale `convention` computes from a tensor amax, as that library computes it in
-    float32. Transformer Engine caps the quotient at FLT_MAX (so amax = 0 gives FLT_MAX) and uses 1
-    where it is 0 or NaN, as blockscale's CurrentTensorScale does; the others use 1 wherever the
-    result is zero or not finite."""
+    float32:
+
+    - compressed_tensors, flashinfer: ``2688 / amax_tensor`` in torch, which torch evaluates as
+      fp32(1 / amax) * 2688 (two roundings; an ulp from the correctly rounded quotient for about
+      a quarter of amaxes), and 1 where that is not finite (compressed-tensors' nan_to_num);
+    - transformer_engine: the correctly rounded quotient capped at FLT_MAX (so amax = 0 gives
+      FLT_MAX), 1 where it is 0 or NaN: CurrentTensorScale's rule, bit for bit;
+    - modelopt, torchao: fp32(amax / 2688), 1 where that is zero or not finite.
+    """
     a = _F32(amax)
     n = _F32(numerator)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        g = float(n / a) if kind(convention) == "divisor" else float(a / n)
-    if convention == "transformer_engine":
-        g = min(g, float(_FLT_MAX))
-        return g if g > 0.0 else 1.0  # 0 (amax = Inf) and NaN give 1
+        if convention in ("compressed_tensors", "flashinfer"):
+            g = float((_F32(1.0) / a) * n)
+        elif convention == "transformer_engine":
+            g = min(float(n / a), float(_FLT_MAX))
+            return g if g > 0.0 else 1.0  # 0 (amax = Inf) and NaN give 1
+        else:
+            g = float(a / n) if kind(convention) == "multiplier" else float(n / a)
     return g if (g > 0.0 and np.isfinite(g)) else 1.0
