@@ -37,8 +37,8 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
     """A 2-D input as a numpy array sharing x's memory, and its element type's name.
 
     numpy arrays (float32, float16, ml_dtypes.bfloat16), torch CPU tensors (float32, float16,
-    bfloat16), DLPack producers and buffer-protocol objects are read in place; bfloat16 travels as its 16-bit patterns. Only an array whose last
-    axis is not contiguous is copied.
+    bfloat16), DLPack producers and buffer-protocol objects are read in place; bfloat16 travels as its 16-bit patterns. Only an array whose rows
+    are not each contiguous and in order (a transposed or reversed view) is copied.
     """
     if _is_torch(x):
         import torch
@@ -70,7 +70,11 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
             )
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, not {array.ndim}-D (shape {array.shape})")
-    if array.shape[1] > 1 and array.strides[1] != array.itemsize:
+    rows, cols = array.shape
+    unit_columns = cols <= 1 or array.strides[1] == array.itemsize
+    forward_rows = rows <= 1 or (array.strides[0] >= cols * array.itemsize
+                                 and array.strides[0] % array.itemsize == 0)
+    if not (unit_columns and forward_rows):  # e.g. a transposed or reversed view
         array = np.ascontiguousarray(array)
     return array, element
 

@@ -261,3 +261,10 @@ def test_dlpack_and_buffer_protocol_inputs(rng):
     expect = bs.quantize(x, "nvfp4").elements
     np.testing.assert_array_equal(bs.quantize(Producer(x), "nvfp4").elements, expect)
     np.testing.assert_array_equal(bs.quantize(memoryview(x), "nvfp4").elements, expect)
+
+
+def test_reversed_and_transposed_views_are_copied_not_refused(rng):
+    x = heavy_tailed(rng, 32, 64)
+    for view in (x[::-1], x[:, ::-1], np.asfortranarray(x), x.T.T[::2]):
+        np.testing.assert_array_equal(bs.quantize(view, "nvfp4").elements,
+                                      bs.quantize(np.ascontiguousarray(view), "nvfp4").elements)
