@@ -387,7 +387,8 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
         return loss
 
     rows: list[tuple[int, float, Optional[float]]] = []
-    start = time.perf_counter()
+    # Wall time, and this process's CPU time, which other load on the machine does not inflate.
+    start, start_cpu = time.perf_counter(), time.process_time()
     for step in range(cfg.steps):
         for group in opt.param_groups:
             group["lr"] = learning_rate(step, cfg)
@@ -403,7 +404,7 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
         if val is not None:
             print(f"[{recipe_name} seed {seed}] step {done:4d}  train {loss.item():.4f}  "
                   f"val {val:.4f}  {time.perf_counter() - start:6.1f} s", flush=True)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
 
     policies = model.policies()
     return {
@@ -411,6 +412,7 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
         "seed": seed,
         "rows": rows,
         "wall_s": wall,
+        "cpu_s": cpu,
         "amax_measurements": sum(p.amax_measurements for p in policies),
         "quantize_calls": sum(p.calls for p in policies),
         "params": sum(p.numel() for p in model.parameters()),
@@ -508,7 +510,7 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
         f"UE5M3 tensor-scale interval {cfg.ue5m3_interval}",
         "",
         f"{'recipe':<16}{'final val loss':>20}{'gap':>10}{'gap %':>9}{'amax passes':>13}"
-        f"{'quantize calls':>16}{'wall s/run':>12}",
+        f"{'quantize calls':>16}{'wall s/run':>12}{'CPU s/run':>11}",
     ]
     for r in recipes:
         mean, std = mean_std(list(final[r].values()))
@@ -519,8 +521,9 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
         amax = statistics.fmean(res["amax_measurements"] for res in runs[r])
         calls = statistics.fmean(res["quantize_calls"] for res in runs[r])
         wall = statistics.fmean(res["wall_s"] for res in runs[r])
+        cpu = statistics.fmean(res["cpu_s"] for res in runs[r])
         lines.append(f"{r:<16}{f'{mean:.4f} ± {std:.4f}':>20}{gap:>10}{gap_pct:>9}{amax:>13.0f}"
-                     f"{calls:>16.0f}{wall:>12.1f}")
+                     f"{calls:>16.0f}{wall:>12.1f}{cpu:>11.1f}")
     lines += ["", "final validation loss per seed (gap to high precision with the same seed):"]
     for r in recipes:
         cells = []
@@ -590,11 +593,12 @@ def main() -> None:
                             "" if val_loss is None else f"{val_loss:.6f}"])
     with open(args.out / "runs.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["recipe", "seed", "final_val_loss", "wall_s", "amax_measurements",
+        w.writerow(["recipe", "seed", "final_val_loss", "wall_s", "cpu_s", "amax_measurements",
                     "quantize_calls"])
         for res in results:
             w.writerow([res["recipe"], res["seed"], f"{res['rows'][-1][2]:.6f}",
-                        f"{res['wall_s']:.1f}", res["amax_measurements"], res["quantize_calls"]])
+                        f"{res['wall_s']:.1f}", f"{res['cpu_s']:.1f}", res["amax_measurements"],
+                        res["quantize_calls"]])
 
     curves = {}
     for r in args.recipes:
