@@ -14,7 +14,8 @@ Policy = Union[
     _core.NoTensorScale, _core.CurrentTensorScale, _core.PeriodicTensorScale, _core.DelayedTensorScale
 ]
 
-# The C++ scale_rules presets by name.
+# The C++ scale_rules presets by name, for FP4 elements. ocp_floor's target is 2^emax of the
+# element format and rceil's its largest value, so for MXFP8 (E4M3 elements) they are 256 and 448.
 RULES = {
     "nvfp4": (6.0, "nearest_even"),
     "ocp_floor": (4.0, "down"),
@@ -22,16 +23,21 @@ RULES = {
     "ue5m3_nearest": (6.0, "nearest_even"),
     "ue5m3_up": (6.0, "up"),
 }
+_E4M3_TARGETS = {"ocp_floor": 256.0, "rceil": 448.0}
 
 
-def scale_rule(rule: Union[str, ScaleRule, tuple]) -> ScaleRule:
-    """A ScaleRule from a preset name, a ScaleRule, or a (target, rounding) pair."""
+def scale_rule(rule: Union[str, ScaleRule, tuple], format: str = "nvfp4") -> ScaleRule:
+    """A ScaleRule from a preset name (resolved for `format`'s elements), a ScaleRule, or a
+    (target, rounding) pair."""
     if isinstance(rule, ScaleRule):
         return rule
     if isinstance(rule, str):
         if rule not in RULES:
             raise ValueError(f"unknown scale rule {rule!r} (one of {', '.join(RULES)})")
-        rule = RULES[rule]
+        target, rounding = RULES[rule]
+        if format == "mxfp8" and rule in _E4M3_TARGETS:
+            target = _E4M3_TARGETS[rule]
+        rule = (target, rounding)
     target, rounding = rule
     return ScaleRule(float(target), _enum(_core.scale_rounding, rounding, "rule rounding"))
 
@@ -47,6 +53,8 @@ def _enum(kind: Any, value: Any, name: str) -> Any:
 def _sign_mask(signs: Union[None, int, Sequence[int]]) -> int:
     if signs is None:
         return _core.default_hadamard_sign_mask()
+    if isinstance(signs, bool) or isinstance(signs, float):
+        raise ValueError(f"hadamard_signs must be 16 values of +1 or -1 or a 16-bit mask, not {signs!r}")
     if isinstance(signs, (int, np.integer)):
         if not 0 <= int(signs) < 1 << 16:
             raise ValueError(f"hadamard_signs as a mask must fit 16 bits, not {signs}")
@@ -57,8 +65,15 @@ def _sign_mask(signs: Union[None, int, Sequence[int]]) -> int:
     return sum(1 << i for i, v in enumerate(values) if v == -1)
 
 
+def _integer(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}), not {value!r}")
+    return int(value)
+
+
 def options(
     *,
+    format: str = "nvfp4",
     shape: str = "rowwise",
     columnwise: bool = False,
     rule: Union[None, str, ScaleRule, tuple] = None,
@@ -75,18 +90,14 @@ def options(
     o = _core.QuantizeOptions()
     o.shape = _enum(_core.block_shape, shape, "shape")
     o.columnwise = bool(columnwise)
-    o.rule = None if rule is None else scale_rule(rule)
+    o.rule = None if rule is None else scale_rule(rule, format)
     o.rounding = _enum(_core.element_rounding, rounding, "rounding")
-    if not 0 <= int(seed) < 1 << 64 or not 0 <= int(offset) < 1 << 64:
-        raise ValueError("seed and offset must be integers in [0, 2^64)")
-    o.seed, o.offset = int(seed), int(offset)
+    o.seed, o.offset = _integer(seed, "seed", 0, 1 << 64), _integer(offset, "offset", 0, 1 << 64)
     o.hadamard = bool(hadamard)
     o.hadamard_sign_mask = _sign_mask(hadamard_signs)
     o.encode_scale = float(encode_scale)
     o.layout = _enum(_core.scale_layout, layout, "layout")
-    if int(threads) < 0:
-        raise ValueError(f"threads must be >= 0 (0: all cores), not {threads}")
-    o.threads = int(threads)
+    o.threads = _integer(threads, "threads (0: all cores)", 0, 1 << 32)
     return o
 
 
@@ -102,8 +113,8 @@ def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: 
     from the policy, which counts the call.
     """
     array, element = as_matrix(x)
-    opts = options(**kwargs)
     check_block_format(format)
+    opts = _options(format, policy, kwargs)
     _core.check_options(format, array.shape[0], array.shape[1], opts)
     out = QuantizedTensor.empty(format, opts.quantized_shape(array.shape[0], array.shape[1]))
     _quantize(array, element, out, opts, policy)
@@ -113,7 +124,16 @@ def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: 
 def quantize_into(x: Any, out: QuantizedTensor, *, policy: Optional[Policy] = None, **kwargs: Any) -> dict:
     """Quantizes x into existing storage (made for x and the same options); returns the stats."""
     array, element = as_matrix(x)
-    return _quantize(array, element, out, options(**kwargs), policy)
+    for name in ("elements", "scales", "decode_scale_array"):
+        if not getattr(out, name).flags.writeable:
+            raise ValueError(f"out.{name} is read-only")
+    return _quantize(array, element, out, _options(out.format, policy, kwargs), policy)
+
+
+def _options(format: str, policy: Any, kwargs: dict) -> Any:
+    if policy is not None and "encode_scale" in kwargs:
+        raise ValueError("give either encode_scale or a policy (which sets the encode scale)")
+    return options(format=format, **kwargs)
 
 
 def _quantize(array: np.ndarray, element: str, out: QuantizedTensor, opts: Any, policy: Any) -> dict:
@@ -129,7 +149,8 @@ def measure_amax(x: Any, format: str, **kwargs: Any) -> float:
     """The tensor amax of x as quantizing it with these options sees it (after the Hadamard
     transform when enabled); NaN if any value is NaN."""
     array, element = as_matrix(x)
-    return _core.measure_amax(array, element, check_block_format(format), options(**kwargs))
+    return _core.measure_amax(array, element, check_block_format(format),
+                              options(format=format, **kwargs))
 
 
 def fake_quantize(x: Any, format: str, *, dtype: Any = "float32", policy: Optional[Policy] = None,

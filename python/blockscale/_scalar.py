@@ -28,32 +28,57 @@ def convert(
     NaN gives the format's NaN (its largest finite value where it has none); negative values
     convert to an unsigned format's smallest code.
     """
-    array = np.asarray(x)
+    array = _numpy(x)
     if array.dtype not in (np.float32, np.float64):
         if array.dtype == np.float16 or array.dtype.name == "bfloat16":
             array = array.astype(np.float32)
         else:
             raise ValueError(f"x must hold floating-point values, not {array.dtype}")
-    array = np.ascontiguousarray(array)
-    codes = np.empty(array.shape, np.uint8)
+    shape = array.shape
+    array = np.ascontiguousarray(array).reshape(-1)
+    codes = np.empty(shape, np.uint8)
     bits = None
     if random_bits is not None:
-        bits = np.ascontiguousarray(random_bits, dtype=np.uint32)
-        if bits.shape != array.shape and bits.size == array.size:
-            bits = bits.reshape(array.shape)
-    _core.convert(array.reshape(-1), codes.reshape(-1), format, rounding, overflow,
+        bits = _numpy(random_bits)
+        if bits.dtype != np.uint32 or bits.shape != shape:
+            raise ValueError(f"random_bits must be a uint32 array of x's shape {shape}, not "
+                             f"{bits.dtype} {bits.shape}")
+        bits = np.ascontiguousarray(bits)
+    _core.convert(array, codes.reshape(-1), format, rounding, overflow,
                   None if bits is None else bits.reshape(-1))
     return codes
 
 
 def decode(codes: Any, format: str) -> np.ndarray:
     """The float32 values of the codes (uint8 array of any shape) of the scalar `format`."""
-    array = np.ascontiguousarray(codes)
+    array = _numpy(codes)
+    shape = array.shape
+    array = np.ascontiguousarray(array).reshape(-1)
     if array.dtype != np.uint8:
         if array.dtype.itemsize == 1:
             array = array.view(np.uint8)
         else:
             raise ValueError(f"codes must be uint8, not {array.dtype}")
-    values = np.empty(array.shape, np.float32)
-    _core.decode(array.reshape(-1), values.reshape(-1), format)
+    values = np.empty(shape, np.float32)
+    _core.decode(array, values.reshape(-1), format)
     return values
+
+
+def _numpy(x: Any) -> np.ndarray:
+    """numpy arrays as they are; torch tensors (any device is refused but the CPU) through numpy,
+    bfloat16 widened to float32 and FP8 viewed as its codes."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        import torch
+
+        t = x.detach()
+        if t.device.type != "cpu":
+            raise ValueError(f"tensor is on {t.device}; blockscale's Python package runs on the CPU")
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        elif t.element_size() == 1 and t.dtype not in (torch.uint8, torch.int8):
+            t = t.view(torch.uint8)
+        return t.numpy()
+    array = np.asarray(x)
+    if array.dtype.byteorder == ">":
+        raise ValueError("big-endian arrays are not supported; use .astype(native dtype)")
+    return array

@@ -74,8 +74,9 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
     unit_columns = cols <= 1 or array.strides[1] == array.itemsize
     forward_rows = rows <= 1 or (array.strides[0] >= cols * array.itemsize
                                  and array.strides[0] % array.itemsize == 0)
-    if not (unit_columns and forward_rows):  # e.g. a transposed or reversed view
-        array = np.ascontiguousarray(array)
+    aligned = array.ctypes.data % array.itemsize == 0
+    if not (unit_columns and forward_rows and aligned):  # e.g. a transposed or reversed view
+        array = np.array(array, order="C")  # a fresh, aligned copy
     return array, element
 
 
@@ -134,27 +135,36 @@ class QuantizedTensor:
     ) -> "QuantizedTensor":
         """Wraps existing codes (from a checkpoint, another library) without copying them.
 
-        elements must hold [rows, row_bytes] uint8 codes (torch float4_e2m1fn_x2 / float8 tensors
-        are viewed as uint8); the sizes are checked against the format when the tensor is used.
+        elements: C-contiguous uint8 [rows, row_bytes] (torch float4_e2m1fn_x2 / float8 tensors
+        are viewed as uint8); scales: [rows, blocks_per_row] in the row-major layout, the padded
+        buffer in the tensor-core layout. Read-only arrays can be dequantized and multiplied.
         """
+        from ._quantize import _enum, _integer
+
         info = _core.QuantizedShape()
         e, s = _as_codes(elements, "elements"), _as_codes(scales, "scales")
         if e.ndim != 2:
             raise ValueError(f"elements must be 2-D [rows, row_bytes], not shape {e.shape}")
-        info.rows, info.cols = e.shape[0], int(cols)
-        info.blocks = getattr(_core.block_shape, shape)
-        info.layout = getattr(_core.scale_layout, layout)
-        info.columnwise, info.hadamard = columnwise, hadamard
+        info.rows, info.cols = e.shape[0], _integer(cols, "cols", 0, 1 << 62)
+        info.blocks = _enum(_core.block_shape, shape, "shape")
+        info.layout = _enum(_core.scale_layout, layout, "layout")
+        info.columnwise, info.hadamard = bool(columnwise), bool(hadamard)
         if hadamard_sign_mask is not None:
-            info.hadamard_sign_mask = hadamard_sign_mask
-        q = cls(check_block_format(format), info, e, s, np.array([decode_scale], np.float32))
-        need = _core.storage(format, info)
-        if e.size < need["element_bytes"] or s.size < need["scale_bytes"]:
-            raise ValueError(
-                f"{format} {info.rows}x{info.cols}: needs {need['element_bytes']} element bytes "
-                f"and {need['scale_bytes']} scale bytes, got {e.size} and {s.size}"
-            )
-        return q
+            info.hadamard_sign_mask = _integer(hadamard_sign_mask, "hadamard_sign_mask", 0, 1 << 16)
+        d = np.float32(decode_scale)
+        if not (np.isfinite(d) and d > 0):
+            raise ValueError(f"decode_scale must be finite and positive in float32, not {decode_scale!r}")
+        need = _core.storage(check_block_format(format), info)
+        if e.shape != (info.rows, need["row_bytes"]):
+            raise ValueError(f"{format} {info.rows}x{info.cols}: elements must be "
+                             f"[{info.rows}, {need['row_bytes']}] uint8, not {list(e.shape)} "
+                             f"(needs {need['element_bytes']} element bytes)")
+        want = ((info.rows, need["blocks_per_row"]) if info.layout == _core.scale_layout.row_major
+                else (need["scale_bytes"],))
+        if s.shape != want and not (s.size == need["scale_bytes"] and s.ndim == 1):
+            raise ValueError(f"{format} {info.rows}x{info.cols}: scales must be {list(want)} uint8 "
+                             f"({need['scale_bytes']} bytes), not {list(s.shape)}")
+        return cls(format, info, e, s, np.array([d], np.float32))
 
     # -- metadata --------------------------------------------------------------------------
     @property
@@ -261,15 +271,18 @@ def _as_codes(x: Any, name: str) -> np.ndarray:
         array = array.view(np.uint8) if array.dtype.itemsize == 1 else array
     if array.dtype != np.uint8:
         raise ValueError(f"{name} must hold uint8 codes, not {array.dtype}")
-    return np.ascontiguousarray(array)
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (it is wrapped, not copied)")
+    return array
 
 
 def scale_offsets(layout: Any, rows: int, blocks: int) -> np.ndarray:
     """Index of each (row, block) scale code in a scale buffer of `layout`, int64 [rows, blocks]
     (the C++ scale_offset rule; the tensor-core layout is cuBLASLt's 128x4 tiles)."""
-    if isinstance(layout, str):
-        layout = getattr(_core.scale_layout, layout)
-    out = np.empty((rows, blocks), np.int64)
+    from ._quantize import _enum, _integer
+
+    layout = _enum(_core.scale_layout, layout, "layout")
+    out = np.empty((_integer(rows, "rows", 0, 1 << 40), _integer(blocks, "blocks", 0, 1 << 40)), np.int64)
     _core.scale_offsets(layout, out)
     return out
 
@@ -295,7 +308,15 @@ def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = Fal
 
     padded=True keeps the zero padding of each row (padded_cols columns), as a GEMM reads it.
     """
+    from ._quantize import _integer
+
     np_dtype, element = _out_dtype(dtype)
+    threads = _integer(threads, "threads (0: all cores)", 0, 1 << 32)
+    need = _core.storage(q.format, q.shape_info)  # check the sizes before allocating the result
+    if q.elements.size < need["element_bytes"] or q.scales.size < need["scale_bytes"]:
+        raise ValueError(f"{q.format} {q.shape[0]}x{q.shape[1]}: elements holds {q.elements.size} "
+                         f"bytes and scales {q.scales.size}, the matrix needs "
+                         f"{need['element_bytes']} and {need['scale_bytes']}")
     cols = q.blocks_per_row * q.block_size if padded else q.shape_info.cols
     out = np.empty((q.shape_info.rows, cols), np_dtype)
     view = out.view(np.uint16) if element == "bfloat16" else out

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -23,7 +24,8 @@ namespace bs = blockscale;
 
 namespace {
 
-using array = nb::ndarray<nb::device::cpu>;
+using array = nb::ndarray<nb::device::cpu>;         // written (outputs)
+using input = nb::ndarray<nb::ro, nb::device::cpu>; // only read: read-only arrays welcome
 
 // ---- Run-time names meet the types -----------------------------------------------------------
 
@@ -98,12 +100,14 @@ decltype(auto) with_rounding(const std::string& name, F&& f) {
 
 // ---- Arrays ------------------------------------------------------------------------------------
 
-bool is_dtype(const array& a, nb::dlpack::dtype_code code, int bits) {
+template <class A>
+bool is_dtype(const A& a, nb::dlpack::dtype_code code, int bits) {
   return a.dtype().code == static_cast<std::uint8_t>(code) && a.dtype().bits == bits &&
          a.dtype().lanes == 1;
 }
 
-std::string dtype_string(const array& a) {
+template <class A>
+std::string dtype_string(const A& a) {
   static const char* const codes[] = {"int",    "uint",    "float", "opaque",
                                       "bfloat", "complex", "bool"};
   const unsigned code = a.dtype().code;
@@ -111,8 +115,8 @@ std::string dtype_string(const array& a) {
 }
 
 /// A 2-D array with unit column stride as a matrix_view<T> (the row stride becomes ld).
-template <class T>
-bs::matrix_view<T> matrix_of(const array& a, const char* name) {
+template <class T, class A>
+bs::matrix_view<T> matrix_of(const A& a, const char* name) {
   if (a.ndim() != 2)
     throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
                                 std::to_string(a.ndim()) + "-D");
@@ -129,24 +133,26 @@ bs::matrix_view<T> matrix_of(const array& a, const char* name) {
 }
 
 /// The bytes of a C-contiguous uint8 array, and how many.
-std::pair<std::uint8_t*, std::size_t> bytes_of(const array& a, const char* name) {
+template <class A>
+auto bytes_of(const A& a, const char* name) {
+  using byte = std::conditional_t<std::is_same<A, input>::value, const std::uint8_t, std::uint8_t>;
   if (!is_dtype(a, nb::dlpack::dtype_code::UInt, 8))
     throw std::invalid_argument(std::string(name) + " must be uint8, not " + dtype_string(a));
   if (a.size() == 0)
-    return {static_cast<std::uint8_t*>(a.data()), 0};
+    return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), 0};
   std::size_t expect = 1;
   for (std::size_t d = a.ndim(); d-- > 0;) {
     if (a.shape(d) != 1 && a.stride(d) != static_cast<std::int64_t>(expect))
       throw std::invalid_argument(std::string(name) + " must be C-contiguous");
     expect *= a.shape(d);
   }
-  return {static_cast<std::uint8_t*>(a.data()), a.size()};
+  return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), a.size()};
 }
 
 /// Calls f(type_tag<T>{}) with the element type of an input matrix: float32, float16, or bfloat16
 /// (passed as 16-bit integers with element = "bfloat16", how numpy carries ml_dtypes' bfloat16).
 template <class F>
-decltype(auto) with_input_type(const array& x, const std::string& element, F&& f) {
+decltype(auto) with_input_type(const input& x, const std::string& element, F&& f) {
   using code = nb::dlpack::dtype_code;
   if (element == "float32" && is_dtype(x, code::Float, 32))
     return f(type_tag<const float>{});
@@ -161,9 +167,9 @@ decltype(auto) with_input_type(const array& x, const std::string& element, F&& f
 // ---- Quantized tensors -----------------------------------------------------------------------
 
 /// The arrays of a Python QuantizedTensor as a view of `BlockFormat` (checked sizes).
-template <class BlockFormat, class Byte>
+template <class BlockFormat, class Byte, class A>
 bs::basic_quantized_view<BlockFormat, Byte>
-view_of(const bs::quantized_shape& shape, const array& elements, const array& scales,
+view_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
         std::conditional_t<std::is_const<Byte>::value, const float, float>* decode_scale) {
   const auto e = bytes_of(elements, "elements");
   const auto s = bytes_of(scales, "scales");
@@ -188,27 +194,48 @@ nb::dict stats_dict(const bs::quantize_stats& stats) {
 }
 
 /// Calls f(policy&) with the tensor-scale policy `policy` holds, or f(nullptr) for None.
+/// One lock per policy object (striped by address): a policy shared by Python threads is updated
+/// by one quantization at a time, while the GIL is released.
+std::mutex& policy_lock(const void* policy) {
+  static std::mutex locks[64];
+  return locks[(reinterpret_cast<std::uintptr_t>(policy) >> 4) % 64];
+}
+
+/// Calls f(policy&) with the tensor-scale policy `policy` holds, or f(nullptr) for None. A policy
+/// made for another block format than `format` is refused: its numerator would be wrong.
 template <class F>
-decltype(auto) with_policy(nb::handle policy, F&& f) {
+decltype(auto) with_policy(nb::handle policy, const std::string& format, F&& f) {
   if (policy.is_none())
     return f(nullptr);
+  const auto check_format = [&] {
+    const nb::object made_for = nb::getattr(policy, "format", nb::none());
+    if (nb::isinstance<nb::str>(made_for) && nb::cast<std::string>(made_for) != format)
+      throw std::invalid_argument("policy was made for " + nb::cast<std::string>(made_for) +
+                                  ", not " + format);
+  };
   bs::no_tensor_scale* none = nullptr;
   bs::current_tensor_scale* current = nullptr;
   bs::periodic_tensor_scale* periodic = nullptr;
   bs::delayed_tensor_scale* delayed = nullptr;
   if (nb::try_cast(policy, none, false) && none)
     return f(*none);
-  if (nb::try_cast(policy, current, false) && current)
+  if (nb::try_cast(policy, current, false) && current) {
+    check_format();
     return f(*current);
-  if (nb::try_cast(policy, periodic, false) && periodic)
+  }
+  if (nb::try_cast(policy, periodic, false) && periodic) {
+    check_format();
     return f(*periodic);
-  if (nb::try_cast(policy, delayed, false) && delayed)
+  }
+  if (nb::try_cast(policy, delayed, false) && delayed) {
+    check_format();
     return f(*delayed);
+  }
   throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
                               "PeriodicTensorScale or DelayedTensorScale");
 }
 
-nb::dict quantize_into(const array& x, const std::string& element, const std::string& format,
+nb::dict quantize_into(const input& x, const std::string& element, const std::string& format,
                        const bs::quantized_shape& shape, const array& elements, const array& scales,
                        const array& decode_scale, const bs::quantize_options& options,
                        nb::handle policy) {
@@ -218,20 +245,22 @@ nb::dict quantize_into(const array& x, const std::string& element, const std::st
         view_of<F, std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
     return with_input_type(x, element, [&](auto input_tag) {
       using T = typename decltype(input_tag)::type;
-      const bs::matrix_view<T> input = matrix_of<T>(x, "x");
-      const bs::quantize_stats stats = with_policy(policy, [&](auto&& p) {
+      const bs::matrix_view<T> in = matrix_of<T>(x, "x");
+      const bs::quantize_stats stats = with_policy(policy, format, [&](auto&& p) {
         nb::gil_scoped_release unlocked;
-        if constexpr (std::is_same<std::decay_t<decltype(p)>, std::nullptr_t>::value)
-          return bs::quantize_into(input, out, options);
-        else
-          return bs::quantize_into(input, out, p, options);
+        if constexpr (std::is_same<std::decay_t<decltype(p)>, std::nullptr_t>::value) {
+          return bs::quantize_into(in, out, options);
+        } else {
+          const std::lock_guard<std::mutex> lock(policy_lock(&p));
+          return bs::quantize_into(in, out, p, options);
+        }
       });
       return stats_dict(stats);
     });
   });
 }
 
-float measure_amax(const array& x, const std::string& element, const std::string& format,
+float measure_amax(const input& x, const std::string& element, const std::string& format,
                    const bs::quantize_options& options) {
   return with_block_format(format, [&](auto format_tag) {
     using F = typename decltype(format_tag)::type;
@@ -260,8 +289,8 @@ nb::dict storage(const std::string& format, const bs::quantized_shape& shape) {
   });
 }
 
-void dequantize(const std::string& format, const bs::quantized_shape& shape, const array& elements,
-                const array& scales, float decode_scale, const array& out,
+void dequantize(const std::string& format, const bs::quantized_shape& shape, const input& elements,
+                const input& scales, float decode_scale, const array& out,
                 const std::string& element, bool padded, unsigned threads) {
   with_block_format(format, [&](auto format_tag) {
     using F = typename decltype(format_tag)::type;
@@ -294,9 +323,9 @@ void dequantize(const std::string& format, const bs::quantized_shape& shape, con
 struct operand {
   std::string format;
   bs::quantized_shape shape;
-  array elements, scales;
+  input elements, scales;
   float decode_scale = 1.0f;
-  array values;
+  input values;
 };
 
 template <class F>
@@ -345,9 +374,9 @@ void convert_all(const From* x, std::uint8_t* codes, std::size_t n, const std::s
   });
 }
 
-void convert(const array& x, const array& codes, const std::string& format,
+void convert(const input& x, const array& codes, const std::string& format,
              const std::string& rounding, const std::string& overflow,
-             std::optional<array> random_bits) {
+             std::optional<input> random_bits) {
   const auto out = bytes_of(codes, "codes");
   if (out.second != x.size())
     throw std::invalid_argument("codes holds " + std::to_string(out.second) + " values, x " +
@@ -387,7 +416,7 @@ void convert(const array& x, const array& codes, const std::string& format,
   });
 }
 
-void decode(const array& codes, const array& values, const std::string& format) {
+void decode(const input& codes, const array& values, const std::string& format) {
   const auto in = bytes_of(codes, "codes");
   if (!is_dtype(values, nb::dlpack::dtype_code::Float, 32) || values.size() != in.second)
     throw std::invalid_argument("values must be float32 with one value per code");
@@ -414,13 +443,14 @@ void bind_counters(nb::class_<Policy> c) { // a handle: the copy names the same 
 /// A policy class made by `Policy::make<F>(args...)` for the block format named in Python.
 template <class Policy, class... Args, class... Names>
 nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Names&&... names) {
-  nb::class_<Policy> c(m, name);
+  nb::class_<Policy> c(m, name, nb::dynamic_attr());
   c.def(
       "__init__",
-      [](Policy* self, const std::string& format, Args... args) {
+      [](nb::pointer_and_handle<Policy> self, const std::string& format, Args... args) {
         with_block_format(format, [&](auto tag) {
-          new (self) Policy(Policy::template make<typename decltype(tag)::type>(args...));
+          new (self.p) Policy(Policy::template make<typename decltype(tag)::type>(args...));
         });
+        nb::setattr(self.h, "format", nb::str(format.c_str())); // checked by quantize_into
       },
       nb::arg("format"), std::forward<Names>(names)...);
   bind_counters(c);
@@ -528,6 +558,8 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
           throw std::invalid_argument("out must be a 2-D int64 array");
         auto* o = static_cast<std::int64_t*>(out.data());
         const std::size_t blocks = out.shape(1);
+        if (blocks == 0 || out.shape(0) == 0)
+          return;
         for (std::size_t r = 0; r < out.shape(0); ++r)
           for (std::size_t kb = 0; kb < blocks; ++kb)
             o[r * out.stride(0) + kb * out.stride(1)] =
@@ -544,10 +576,10 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
         nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
         nb::arg("padded"), nb::arg("threads"));
   m.def("gemm_reference",
-        [](const std::string& format_a, const bs::quantized_shape& shape_a, const array& elements_a,
-           const array& scales_a, float decode_a, const array& values_a,
-           const std::string& format_b, const bs::quantized_shape& shape_b, const array& elements_b,
-           const array& scales_b, float decode_b, const array& values_b, const array& c,
+        [](const std::string& format_a, const bs::quantized_shape& shape_a, const input& elements_a,
+           const input& scales_a, float decode_a, const input& values_a,
+           const std::string& format_b, const bs::quantized_shape& shape_b, const input& elements_b,
+           const input& scales_b, float decode_b, const input& values_b, const array& c,
            float alpha, float beta, unsigned threads) {
           gemm_reference({format_a, shape_a, elements_a, scales_a, decode_a, values_a},
                          {format_b, shape_b, elements_b, scales_b, decode_b, values_b}, c, alpha,
