@@ -16,6 +16,7 @@
 
 #include "block/block_format.hpp"
 #include "block/codec.hpp"
+#include "block/global_scale.hpp"
 #include "block/hadamard.hpp"
 #include "block/matrix_view.hpp"
 #include "block/quantize_params.hpp"

@@ -1,0 +1,618 @@
+// blockscale-convert: a BF16 / FP16 / FP32 Hugging Face checkpoint folder -> a block-scaled FP4
+// checkpoint folder that serving stacks load: compressed-tensors NVFP4 (nvfp4-pack-quantized,
+// weights-only NVFP4A16; the default), ModelOpt NVFP4, compressed-tensors MXFP4
+// (mxfp4-pack-quantized), or UE5M3-FP4 for research (loadable by no serving stack yet).
+// docs/checkpoints.md has the formats, the conventions and the measurements.
+#include "tool_support.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+using namespace blockscale;
+using io::safetensors_file;
+using io::tensor_dtype;
+using io::tensor_info;
+using io::tensor_source;
+using json = nlohmann::ordered_json;
+
+const char* const usage = R"(usage: blockscale-convert INPUT_DIR OUTPUT_DIR [options]
+
+Quantizes the Linear weights of a BF16 / FP16 / FP32 safetensors checkpoint folder (sharded or
+not) into a block-scaled FP4 checkpoint folder. OUTPUT_DIR must not exist (see --force); it is
+written as OUTPUT_DIR.partial-<pid> and renamed when complete, and INPUT_DIR is only read.
+
+options:
+  --format F       compressed-tensors  NVFP4 weights-only (nvfp4-pack-quantized), the default
+                   modelopt            NVFP4 weights-only in ModelOpt's layout (W4A16_NVFP4)
+                   mxfp4               compressed-tensors mxfp4-pack-quantized (UE8M0, block 32)
+                   ue5m3_fp4           UE5M3 block scales (research; no serving stack loads it)
+  --mx-rule R      MXFP4 block-scale rule: floor (OCP, the default) or rceil
+  --ignore NAME    leave a module unquantized: its exact name, or re:REGEX matched against the
+                   whole module name (repeatable; adds to the defaults lm_head, re:.*mlp\.gate$,
+                   re:.*block_sparse_moe\.gate$)
+  --no-default-ignore   drop those defaults
+  --fuse A,B,...   module-name endings whose siblings share one global scale (repeatable; adds to
+                   q_proj,k_proj,v_proj  gate_proj,up_proj  q_a_proj,kv_a_proj_with_mqa  w1,w3)
+  --threads N      threads (default: all cores)
+  --force          replace OUTPUT_DIR if it exists
+  --quiet          no summary on stdout
+)";
+
+enum class output_format { compressed_tensors, modelopt, mxfp4, ue5m3_fp4 };
+
+struct options {
+  std::string input, output;
+  output_format format = output_format::compressed_tensors;
+  scale_rule mx_rule = scale_rules::ocp_floor();
+  std::vector<std::string> ignore = {"lm_head", "re:.*mlp\\.gate$",
+                                     "re:.*block_sparse_moe\\.gate$"};
+  std::vector<std::vector<std::string>> fused = {{"q_proj", "k_proj", "v_proj"},
+                                                 {"gate_proj", "up_proj"},
+                                                 {"q_a_proj", "kv_a_proj_with_mqa"},
+                                                 {"w1", "w3"}};
+  unsigned threads = 0;
+  bool force = false;
+  bool quiet = false;
+};
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end - begin));
+    if (end == std::string::npos)
+      return parts;
+    begin = end + 1;
+  }
+}
+
+options parse_arguments(int argc, char** argv) {
+  options o;
+  std::vector<std::string> positional;
+  bool default_ignore = true;
+  std::vector<std::string> extra_ignore;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        throw tools::usage_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    } else if (arg == "--format") {
+      const std::string f = value();
+      if (f == "compressed-tensors" || f == "nvfp4")
+        o.format = output_format::compressed_tensors;
+      else if (f == "modelopt")
+        o.format = output_format::modelopt;
+      else if (f == "mxfp4")
+        o.format = output_format::mxfp4;
+      else if (f == "ue5m3_fp4")
+        o.format = output_format::ue5m3_fp4;
+      else
+        throw tools::usage_error("unknown --format '" + f +
+                                 "' (compressed-tensors, modelopt, mxfp4, ue5m3_fp4)");
+    } else if (arg == "--mx-rule") {
+      const std::string r = value();
+      if (r == "floor")
+        o.mx_rule = scale_rules::ocp_floor();
+      else if (r == "rceil")
+        o.mx_rule = scale_rules::rceil();
+      else
+        throw tools::usage_error("unknown --mx-rule '" + r + "' (floor, rceil)");
+    } else if (arg == "--ignore") {
+      extra_ignore.push_back(value());
+    } else if (arg == "--no-default-ignore") {
+      default_ignore = false;
+    } else if (arg == "--fuse") {
+      const auto names = split(value(), ',');
+      if (names.size() < 2 || std::count(names.begin(), names.end(), "") != 0)
+        throw tools::usage_error("--fuse takes two or more comma-separated names");
+      o.fused.push_back(names);
+    } else if (arg == "--threads") {
+      o.threads = tools::parse_unsigned(value(), "--threads");
+    } else if (arg == "--force") {
+      o.force = true;
+    } else if (arg == "--quiet") {
+      o.quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw tools::usage_error("unknown option '" + arg + "'");
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.size() != 2)
+    throw tools::usage_error("expected INPUT_DIR and OUTPUT_DIR");
+  o.input = positional[0];
+  o.output = positional[1];
+  while (o.output.size() > 1 && o.output.back() == '/')
+    o.output.pop_back();
+  if (!default_ignore)
+    o.ignore.clear();
+  o.ignore.insert(o.ignore.end(), extra_ignore.begin(), extra_ignore.end());
+  return o;
+}
+
+/// compressed-tensors' matching of a module name against an ignore entry: the exact name, or
+/// "re:" and a regular expression that matches the whole name.
+class name_matcher {
+public:
+  explicit name_matcher(const std::vector<std::string>& entries) {
+    for (const std::string& entry : entries) {
+      if (entry.rfind("re:", 0) == 0) {
+        try {
+          patterns_.emplace_back(entry.substr(3), std::regex::ECMAScript);
+        } catch (const std::regex_error& error) {
+          throw tools::usage_error("--ignore '" + entry +
+                                   "' is not a valid regular expression: " + error.what());
+        }
+      } else {
+        names_.insert(entry);
+      }
+    }
+  }
+  bool operator()(const std::string& module) const {
+    if (names_.count(module) != 0)
+      return true;
+    for (const std::regex& pattern : patterns_)
+      if (std::regex_match(module, pattern))
+        return true;
+    return false;
+  }
+
+private:
+  std::set<std::string> names_;
+  std::vector<std::regex> patterns_;
+};
+
+/// Weights that are matrices but not Linear layers: embeddings (never quantized, never listed).
+bool is_embedding(const std::string& module) {
+  static const std::regex pattern(
+      "(^|.*\\.)(embed_tokens|embed_positions|embeddings|embedding|word_embeddings|"
+      "position_embeddings|token_type_embeddings|wte|wpe|shared)$");
+  return std::regex_match(module, pattern);
+}
+
+/// What a format writes for one quantized module.
+struct format_spec {
+  const char* packed; ///< element tensor suffix
+  const char* scales; ///< block-scale tensor suffix
+  tensor_dtype scale_dtype;
+  const char* global;    ///< global-scale tensor suffix, or null
+  bool global_is_scalar; ///< shape [] rather than [1]
+  int block;
+};
+
+format_spec spec_of(output_format f) {
+  switch (f) {
+  case output_format::compressed_tensors:
+    return {"weight_packed",       "weight_scale", tensor_dtype::f8_e4m3,
+            "weight_global_scale", false,          16};
+  case output_format::modelopt:
+    return {"weight", "weight_scale", tensor_dtype::f8_e4m3, "weight_scale_2", true, 16};
+  case output_format::mxfp4:
+    return {"weight_packed", "weight_scale", tensor_dtype::u8, nullptr, false, 32};
+  case output_format::ue5m3_fp4:
+    return {"weight_packed", "weight_scale", tensor_dtype::u8, "weight_global_scale", false, 16};
+  }
+  return {};
+}
+
+/// Calls f(block_format_tag<F>{}) with the block format of `format`.
+template <class F>
+decltype(auto) with_block_format(output_format format, F&& f) {
+  switch (format) {
+  case output_format::mxfp4:
+    return f(block_format_tag<mxfp4>{});
+  case output_format::ue5m3_fp4:
+    return f(block_format_tag<ue5m3_fp4>{});
+  default:
+    return f(block_format_tag<nvfp4>{});
+  }
+}
+
+/// One input tensor and what becomes of it.
+struct planned {
+  const safetensors_file* file;
+  const tensor_info* tensor;
+  bool quantize = false;
+  std::string module; ///< name without ".weight"
+  std::string group;  ///< fused-group key (the module itself when not fused)
+};
+
+struct quantized_result {
+  std::vector<std::uint8_t> packed, scales;
+  int pending = 2; ///< tensors still to be written from it
+};
+
+class converter {
+public:
+  explicit converter(options o) : o_(std::move(o)), spec_(spec_of(o_.format)), pool_(o_.threads) {}
+
+  int run() {
+    const auto start = std::chrono::steady_clock::now();
+    if (!tools::is_directory(o_.input))
+      throw std::runtime_error("'" + o_.input + "' is not a folder");
+    if (tools::exists(o_.output) && !o_.force)
+      throw std::runtime_error("'" + o_.output + "' exists (--force replaces it)");
+    const io::safetensors_checkpoint checkpoint(o_.input);
+    for (const std::string& warning : checkpoint.warnings())
+      std::fprintf(stderr, "warning: %s (copied unchanged)\n", warning.c_str());
+    plan(checkpoint);
+    measure_group_amaxes();
+
+    const std::string temporary = o_.output + ".partial-" + std::to_string(::getpid());
+    tools::remove_tree(temporary);
+    tools::make_directory(temporary);
+    try {
+      write_shards(checkpoint, temporary);
+      write_config(temporary);
+      tools::copy_tree(o_.input, temporary, [&](const std::string& name) {
+        return name == "config.json" || name == "hf_quant_config.json" ||
+               io::safetensors_checkpoint::ends_with(name, ".safetensors") ||
+               io::safetensors_checkpoint::ends_with(name, ".safetensors.index.json");
+      });
+      if (tools::exists(o_.output))
+        tools::remove_tree(o_.output);
+      if (std::rename(temporary.c_str(), o_.output.c_str()) != 0)
+        throw std::runtime_error("cannot rename '" + temporary + "' to '" + o_.output +
+                                 "': " + std::strerror(errno));
+    } catch (...) {
+      tools::remove_tree(temporary);
+      throw;
+    }
+    if (!o_.quiet)
+      summary(tools::seconds_since(start));
+    return 0;
+  }
+
+private:
+  void plan(const io::safetensors_checkpoint& checkpoint) {
+    const name_matcher ignored(o_.ignore);
+    for (const auto& entry : checkpoint.tensors()) {
+      planned p{entry.file, entry.tensor, false, {}, {}};
+      const std::string& name = entry.tensor->name;
+      const bool linear = tools::is_float_matrix(*entry.tensor) &&
+                          io::safetensors_checkpoint::ends_with(name, ".weight") &&
+                          !is_embedding(name.substr(0, name.size() - 7));
+      bytes_in_ += entry.tensor->bytes();
+      if (linear) {
+        p.module = name.substr(0, name.size() - 7);
+        const bool fits = entry.tensor->shape[1] % static_cast<std::uint64_t>(spec_.block) == 0 &&
+                          entry.tensor->shape[1] != 0 && entry.tensor->shape[0] != 0;
+        p.quantize = fits && !ignored(p.module);
+        if (!p.quantize)
+          ignore_list_.push_back(p.module);
+        if (!fits && !ignored(p.module))
+          std::fprintf(stderr, "note: %s stays unquantized: K = %llu is not a multiple of %d\n",
+                       p.module.c_str(), static_cast<unsigned long long>(entry.tensor->shape[1]),
+                       spec_.block);
+      }
+      if (p.quantize) {
+        p.group = group_key(p.module);
+        ++quantized_;
+      }
+      plan_.push_back(p);
+    }
+  }
+
+  /// The fused group a module belongs to: its parent and the group's index when its last name
+  /// component is one of a group's names, else the module itself.
+  std::string group_key(const std::string& module) const {
+    const std::size_t dot = module.find_last_of('.');
+    const std::string parent = dot == std::string::npos ? "" : module.substr(0, dot);
+    const std::string last = dot == std::string::npos ? module : module.substr(dot + 1);
+    for (std::size_t g = 0; g < o_.fused.size(); ++g)
+      for (const std::string& member : o_.fused[g])
+        if (member == last)
+          return parent + "\x1f" + std::to_string(g);
+    return module;
+  }
+
+  void measure_group_amaxes() {
+    if (spec_.global == nullptr)
+      return;
+    tools::progress_bar progress("amax   ", quantized_);
+    for (const planned& p : plan_) {
+      if (!p.quantize)
+        continue;
+      const float amax = tools::with_matrix(*p.tensor, p.file->data(*p.tensor), [&](auto x) {
+        return measure_amax<nvfp4>(x, quantize_options{}, &pool_);
+      });
+      p.file->release(*p.tensor);
+      float& group = group_amax_[p.group];
+      group = codec::amax_value(codec::amax_bits(codec::magnitude_bits(group), amax));
+      progress.advance();
+    }
+  }
+
+  /// s_enc for a module, from its group's amax.
+  float encode_scale_for(const planned& p) const {
+    const auto found = group_amax_.find(p.group);
+    const float amax = found == group_amax_.end() ? 0.0f : found->second;
+    switch (o_.format) {
+    case output_format::compressed_tensors:
+      return global_scale(amax, global_scale_convention::compressed_tensors);
+    case output_format::modelopt:
+      return global_scale(amax, global_scale_convention::transformer_engine);
+    case output_format::ue5m3_fp4:
+      return encode_scale_from_amax(tensor_scale_numerator<ue5m3_fp4>(0), amax);
+    case output_format::mxfp4:
+      return 1.0f;
+    }
+    return 1.0f;
+  }
+
+  /// The value stored as the module's global scale.
+  float stored_global_scale(float s_enc) const {
+    return o_.format == output_format::modelopt
+               ? global_scale_from_encode(s_enc, global_scale_convention::modelopt)
+               : global_scale_from_encode(s_enc, global_scale_convention::compressed_tensors);
+  }
+
+  quantized_result quantize_module(const planned& p) {
+    quantize_options options;
+    options.encode_scale = encode_scale_for(p);
+    if (o_.format == output_format::mxfp4)
+      options.rule = o_.mx_rule;
+    quantized_result result;
+    with_block_format(o_.format, [&](auto tag) {
+      using F = typename decltype(tag)::type;
+      tools::with_matrix(*p.tensor, p.file->data(*p.tensor), [&](auto x) {
+        const quantized_shape shape = quantized_shape_for(x.rows(), x.cols(), options);
+        const quantized_storage storage = storage_for<F>(shape);
+        result.packed.resize(storage.element_bytes);
+        result.scales.resize(storage.scale_bytes);
+        float decode = 0.0f;
+        const auto out =
+            quantized_view<F>::make(shape, result.packed.data(), result.packed.size(),
+                                    result.scales.data(), result.scales.size(), &decode);
+        const quantize_stats stats = quantize_into(x, out, options, &pool_);
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        totals_.merge(stats);
+        return 0;
+      });
+    });
+    p.file->release(*p.tensor);
+    return result;
+  }
+
+  /// The bytes of one of a module's two quantized tensors, quantizing it on first use.
+  void fill_from(const planned& p, bool packed, std::uint8_t* out) {
+    auto found = cache_.find(p.module);
+    if (found == cache_.end())
+      found = cache_.emplace(p.module, quantize_module(p)).first;
+    const std::vector<std::uint8_t>& bytes = packed ? found->second.packed : found->second.scales;
+    std::copy(bytes.begin(), bytes.end(), out);
+    if (--found->second.pending == 0)
+      cache_.erase(found);
+  }
+
+  void write_shards(const io::safetensors_checkpoint& checkpoint, const std::string& folder) {
+    tools::progress_bar progress("convert", plan_.size());
+    std::map<std::string, std::string> weight_map;
+    for (const safetensors_file* file : checkpoint.files()) {
+      std::vector<tensor_source> sources;
+      for (const planned& p : plan_) {
+        if (p.file != file)
+          continue;
+        const tensor_info& t = *p.tensor;
+        if (!p.quantize) {
+          tensor_source s{t.name,        t.dtype_name, t.shape, t.bytes(),
+                          file->data(t), nullptr,      nullptr};
+          s.written = [&progress, file, &t] {
+            file->release(t);
+            progress.advance();
+          };
+          sources.push_back(std::move(s));
+          continue;
+        }
+        const std::uint64_t rows = t.shape[0], cols = t.shape[1];
+        const auto block = static_cast<std::uint64_t>(spec_.block);
+        tensor_source packed{p.module + "." + spec_.packed,
+                             "U8",
+                             {rows, cols / 2},
+                             rows * cols / 2,
+                             nullptr,
+                             nullptr,
+                             nullptr};
+        packed.fill = [this, &p](std::uint8_t* out) { fill_from(p, true, out); };
+        packed.written = [&progress] { progress.advance(); };
+        tensor_source scales{p.module + "." + spec_.scales,
+                             io::dtype_name(spec_.scale_dtype),
+                             {rows, cols / block},
+                             rows * cols / block,
+                             nullptr,
+                             nullptr,
+                             nullptr};
+        scales.fill = [this, &p](std::uint8_t* out) { fill_from(p, false, out); };
+        sources.push_back(std::move(packed));
+        sources.push_back(std::move(scales));
+        if (spec_.global != nullptr) {
+          const float value = stored_global_scale(encode_scale_for(p));
+          const auto bits = detail::bit_cast<std::uint32_t>(value);
+          std::vector<std::uint8_t> bytes(4);
+          for (int b = 0; b < 4; ++b)
+            bytes[b] = static_cast<std::uint8_t>(bits >> (8 * b));
+          sources.push_back(tensor_source::owning(
+              p.module + "." + spec_.global, tensor_dtype::f32,
+              spec_.global_is_scalar ? std::vector<std::uint64_t>{} : std::vector<std::uint64_t>{1},
+              std::move(bytes)));
+        }
+      }
+      // Widest elements first, then by name (as the safetensors reference writer orders them), so
+      // every tensor starts aligned for its type.
+      std::stable_sort(sources.begin(), sources.end(),
+                       [](const tensor_source& a, const tensor_source& b) {
+                         const int wa = io::dtype_bits(io::parse_dtype(a.dtype_name));
+                         const int wb = io::dtype_bits(io::parse_dtype(b.dtype_name));
+                         return wa != wb ? wa > wb : a.name < b.name;
+                       });
+      std::map<std::string, std::string> metadata = file->metadata();
+      metadata.emplace("format", "pt");
+      const std::string name = file->path().substr(file->path().find_last_of('/') + 1);
+      for (const tensor_source& s : sources) {
+        weight_map[s.name] = name;
+        bytes_out_ += s.bytes;
+      }
+      io::write_safetensors(folder + "/" + name, sources, metadata);
+    }
+    if (!checkpoint.index_path().empty() || checkpoint.files().size() > 1) {
+      json index;
+      index["metadata"]["total_size"] = bytes_out_;
+      index["weight_map"] = weight_map;
+      tools::write_text(folder + "/model.safetensors.index.json", index.dump(2) + "\n");
+    }
+  }
+
+  json quantization_config() const {
+    std::vector<std::string> ignore = ignore_list_;
+    std::sort(ignore.begin(), ignore.end());
+    if (o_.format == output_format::modelopt) {
+      json q;
+      q["quant_method"] = "modelopt";
+      q["quant_algo"] = "W4A16_NVFP4";
+      q["group_size"] = 16;
+      q["exclude_modules"] = ignore;
+      q["kv_cache_quant_algo"] = nullptr;
+      return q;
+    }
+    if (o_.format == output_format::ue5m3_fp4) {
+      json q;
+      q["quant_method"] = "blockscale";
+      q["format"] = "ue5m3-fp4-pack-quantized";
+      q["loadable_by"] = "no serving stack yet: research output of blockscale";
+      q["weights"] = {{"element", "e2m1, two per byte, even element in the low nibble"},
+                      {"block_size", 16},
+                      {"scale", "ue5m3 codes as uint8 (bias 15, subnormals, max 0xFE = 114688, "
+                                "NaN 0xFF)"},
+                      {"global_scale", "divisor: value = e2m1 * ue5m3 / weight_global_scale"}};
+      q["ignore"] = ignore;
+      return q;
+    }
+    const bool mx = o_.format == output_format::mxfp4;
+    const char* format = mx ? "mxfp4-pack-quantized" : "nvfp4-pack-quantized";
+    json weights;
+    weights["num_bits"] = 4;
+    weights["type"] = "float";
+    weights["symmetric"] = true;
+    weights["group_size"] = mx ? 32 : 16;
+    weights["strategy"] = mx ? "group" : "tensor_group";
+    weights["block_structure"] = nullptr;
+    weights["dynamic"] = false;
+    weights["actorder"] = nullptr;
+    weights["scale_dtype"] = mx ? "torch.uint8" : "torch.float8_e4m3fn";
+    weights["zp_dtype"] = mx ? "torch.uint8" : "torch.float8_e4m3fn";
+    weights["observer"] = "minmax";
+    weights["observer_kwargs"] = json::object();
+    json group;
+    group["targets"] = {"Linear"};
+    group["weights"] = weights;
+    group["input_activations"] = nullptr;
+    group["output_activations"] = nullptr;
+    group["format"] = format;
+    json q;
+    q["config_groups"] = {{"group_0", group}};
+    q["format"] = format;
+    q["global_compression_ratio"] = nullptr;
+    q["ignore"] = ignore;
+    q["kv_cache_scheme"] = nullptr;
+    q["quant_method"] = "compressed-tensors";
+    q["quantization_status"] = "compressed";
+    q["sparsity_config"] = json::object();
+    q["transform_config"] = json::object();
+    return q;
+  }
+
+  void write_config(const std::string& folder) const {
+    const std::string path = o_.input + "/config.json";
+    if (tools::exists(path)) {
+      json config;
+      try {
+        config = json::parse(tools::read_text(path));
+      } catch (const json::exception& error) {
+        throw std::runtime_error("'" + path + "' is not valid JSON: " + error.what());
+      }
+      if (!config.is_object())
+        throw std::runtime_error("'" + path + "' is not a JSON object");
+      config["quantization_config"] = quantization_config();
+      tools::write_text(folder + "/config.json", config.dump(2) + "\n");
+    } else {
+      std::fprintf(stderr,
+                   "warning: %s has no config.json; the quantization config is written "
+                   "to quantization_config.json instead\n",
+                   o_.input.c_str());
+      tools::write_text(folder + "/quantization_config.json", quantization_config().dump(2) + "\n");
+    }
+    if (o_.format == output_format::modelopt) {
+      json hf;
+      hf["producer"] = {{"name", "blockscale"},
+                        {"version", std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." +
+                                        std::to_string(BLOCKSCALE_VERSION_MINOR) + "." +
+                                        std::to_string(BLOCKSCALE_VERSION_PATCH)}};
+      json q = quantization_config();
+      hf["quantization"] = {{"quant_algo", q["quant_algo"]},
+                            {"group_size", 16},
+                            {"exclude_modules", q["exclude_modules"]},
+                            {"kv_cache_quant_algo", nullptr}};
+      tools::write_text(folder + "/hf_quant_config.json", hf.dump(2) + "\n");
+    }
+  }
+
+  void summary(double seconds) const {
+    std::printf("%s -> %s\n", o_.input.c_str(), o_.output.c_str());
+    std::printf("  quantized modules  %zu\n", quantized_);
+    std::printf("  left unquantized   %zu Linear-like (listed in ignore)\n", ignore_list_.size());
+    std::printf("  block scales       %llu, %llu saturated, %llu zero\n",
+                static_cast<unsigned long long>(totals_.blocks),
+                static_cast<unsigned long long>(totals_.saturated_scales),
+                static_cast<unsigned long long>(totals_.zero_scales));
+    std::printf("  bytes              %.1f MB in, %.1f MB out\n", bytes_in_ / 1e6,
+                static_cast<double>(bytes_out_) / 1e6);
+    std::printf("  time               %.2f s (%.0f MB/s of input, %u threads)\n", seconds,
+                bytes_in_ / 1e6 / seconds, pool_.size());
+  }
+
+  options o_;
+  format_spec spec_;
+  thread_pool pool_;
+  std::vector<planned> plan_;
+  std::vector<std::string> ignore_list_;
+  std::map<std::string, float> group_amax_;
+  std::map<std::string, quantized_result> cache_;
+  std::mutex stats_mutex_;
+  quantize_stats totals_;
+  std::size_t quantized_ = 0;
+  double bytes_in_ = 0.0;
+  std::uint64_t bytes_out_ = 0;
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return converter(parse_arguments(argc, argv)).run();
+  } catch (const tools::usage_error& error) {
+    std::fprintf(stderr, "blockscale-convert: %s\n(blockscale-convert --help for usage)\n",
+                 error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "blockscale-convert: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,212 @@
+// What blockscale-inspect and blockscale-convert share: command-line errors, a progress bar,
+// folders and files, and a checkpoint tensor as a matrix_view of its own element type.
+#pragma once
+
+#include <blockscale/blockscale.hpp>
+#include <blockscale/io/safetensors.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tools {
+
+/// A mistake in the command line: printed with the usage hint, exit code 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline unsigned parse_unsigned(const std::string& text, const char* option) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+    throw usage_error(std::string(option) + " takes a non-negative integer, not '" + text + "'");
+  return static_cast<unsigned>(std::stoul(text));
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal; thread safe.
+class progress_bar {
+public:
+  progress_bar(std::string what, std::size_t total)
+      : what_(std::move(what)), total_(total), enabled_(::isatty(2) != 0),
+        start_(std::chrono::steady_clock::now()) {
+    draw();
+  }
+  ~progress_bar() {
+    if (enabled_)
+      std::fprintf(stderr, "\r\033[K");
+  }
+  void advance(std::size_t n = 1) {
+    done_ += n;
+    draw();
+  }
+
+private:
+  void draw() {
+    if (!enabled_)
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    constexpr int width = 30;
+    const std::size_t done = done_.load();
+    const int filled = total_ == 0 ? width : static_cast<int>(width * done / total_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu  %.0f s", what_.c_str(), filled,
+                 "==============================", width - filled, "", done, total_, seconds);
+    std::fflush(stderr);
+  }
+
+  std::string what_;
+  std::size_t total_;
+  std::atomic<std::size_t> done_{0};
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+};
+
+inline bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+inline bool exists(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+inline void make_directory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0777) != 0)
+    throw std::runtime_error("cannot create '" + path + "': " + std::strerror(errno));
+}
+
+/// Removes a file or a folder and everything in it; quiet when it does not exist.
+inline void remove_tree(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0)
+    return;
+  if (S_ISDIR(info.st_mode)) {
+    for (const std::string& name : blockscale::io::safetensors_checkpoint::list_folder(path))
+      remove_tree(path + "/" + name);
+    ::rmdir(path.c_str());
+  } else {
+    ::unlink(path.c_str());
+  }
+}
+
+/// Copies a regular file byte for byte.
+inline void copy_file(const std::string& from, const std::string& to) {
+  std::FILE* in = std::fopen(from.c_str(), "rb");
+  if (in == nullptr)
+    throw std::runtime_error("cannot read '" + from + "': " + std::strerror(errno));
+  std::FILE* out = std::fopen(to.c_str(), "wb");
+  if (out == nullptr) {
+    std::fclose(in);
+    throw std::runtime_error("cannot create '" + to + "': " + std::strerror(errno));
+  }
+  std::vector<char> buffer(1 << 20);
+  bool ok = true;
+  for (;;) {
+    const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), in);
+    if (n != 0 && std::fwrite(buffer.data(), 1, n, out) != n)
+      ok = false;
+    if (n < buffer.size())
+      break;
+  }
+  ok = ok && std::ferror(in) == 0;
+  std::fclose(in);
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok)
+    throw std::runtime_error("cannot copy '" + from + "' to '" + to + "'");
+}
+
+/// Copies a folder's contents recursively, leaving out the top-level names `skip` says to.
+inline void copy_tree(const std::string& from, const std::string& to,
+                      const std::function<bool(const std::string&)>& skip) {
+  for (const std::string& name : blockscale::io::safetensors_checkpoint::list_folder(from)) {
+    if (skip(name))
+      continue;
+    const std::string source = from + "/" + name, target = to + "/" + name;
+    if (is_directory(source)) {
+      make_directory(target);
+      copy_tree(source, target, [](const std::string&) { return false; });
+    } else {
+      copy_file(source, target);
+    }
+  }
+}
+
+/// The whole contents of a small file.
+inline std::string read_text(const std::string& path) {
+  const blockscale::io::mapped_file file(path);
+  return std::string(reinterpret_cast<const char*>(file.data()), file.size());
+}
+
+/// Writes a small file.
+inline void write_text(const std::string& path, const std::string& text) {
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr)
+    throw std::runtime_error("cannot create '" + path + "': " + std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (std::fclose(out) != 0 || !ok)
+    throw std::runtime_error("cannot write '" + path + "'");
+}
+
+/// Names a type as a value.
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
+/// Calls f(matrix_view<const T>) for a 2-D F32, F16 or BF16 tensor whose bytes start at `data`,
+/// viewed in place when aligned for T, else through an aligned copy.
+template <class F>
+decltype(auto) with_matrix(const blockscale::io::tensor_info& tensor, const std::uint8_t* data,
+                           F&& f) {
+  using blockscale::io::tensor_dtype;
+  const auto rows = static_cast<std::size_t>(tensor.shape.at(0));
+  const auto cols = static_cast<std::size_t>(tensor.shape.at(1));
+  const auto view = [&](auto type) -> decltype(auto) {
+    using T = typename decltype(type)::type;
+    std::vector<T> copy;
+    const T* pointer = reinterpret_cast<const T*>(data);
+    if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0) {
+      copy.resize(rows * cols);
+      std::memcpy(static_cast<void*>(copy.data()), data, rows * cols * sizeof(T));
+      pointer = copy.data();
+    }
+    return f(blockscale::matrix_view<const T>(pointer, rows, cols));
+  };
+  switch (tensor.dtype) {
+  case tensor_dtype::f32:
+    return view(type_tag<float>{});
+  case tensor_dtype::f16:
+    return view(type_tag<blockscale::float16>{});
+  case tensor_dtype::bf16:
+    return view(type_tag<blockscale::bfloat16>{});
+  default:
+    throw std::runtime_error("tensor '" + tensor.name + "' is " + tensor.dtype_name +
+                             ", not F32, F16 or BF16");
+  }
+}
+
+/// Whether a tensor is a matrix of F32, F16 or BF16 values.
+inline bool is_float_matrix(const blockscale::io::tensor_info& tensor) {
+  using blockscale::io::tensor_dtype;
+  return tensor.shape.size() == 2 &&
+         (tensor.dtype == tensor_dtype::f32 || tensor.dtype == tensor_dtype::f16 ||
+          tensor.dtype == tensor_dtype::bf16);
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace tools
