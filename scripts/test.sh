@@ -29,7 +29,7 @@ for arg in "$@"; do
   esac
 done
 
-blockscale_install_missing cmake g++ make catch2 libbenchmark-dev
+blockscale_install_missing cmake g++ make catch2 libbenchmark-dev nlohmann-json3-dev
 blockscale_find_nvcc
 build=${BLOCKSCALE_BUILD_DIR:-$blockscale_root/build}
 

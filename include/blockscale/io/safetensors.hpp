@@ -470,7 +470,12 @@ inline void widen_to_float(const tensor_info& tensor, const std::uint8_t* data, 
                            std::uint64_t count, float* out) {
   switch (tensor.dtype) {
   case tensor_dtype::f32:
-    std::memcpy(out, data + 4 * first, 4 * count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const std::uint8_t* p = data + 4 * (first + i);
+      out[i] = blockscale::detail::bit_cast<float>(
+          static_cast<std::uint32_t>(p[0] | p[1] << 8 | p[2] << 16) |
+          static_cast<std::uint32_t>(p[3]) << 24);
+    }
     return;
   case tensor_dtype::f16:
   case tensor_dtype::bf16:
@@ -624,17 +629,21 @@ private:
                                                  "', which is not a file in the folder");
       by_shard[shard].insert(item.key());
     }
+    // First every name the index lists must be where it says, then no shard may hold more.
     for (const auto& [shard, names] : by_shard) {
       files_.push_back(std::make_unique<safetensors_file>(folder_ + "/" + shard));
-      const safetensors_file& opened = *files_.back();
       for (const std::string& name : names)
-        if (opened.find(name) == nullptr)
+        if (files_.back()->find(name) == nullptr)
           detail::safetensors_fail(index_path, "weight_map puts '" + detail::printable(name) +
                                                    "' in " + shard + ", which has no such tensor");
-      for (const tensor_info& tensor : opened.tensors())
+    }
+    auto opened = files_.begin();
+    for (const auto& [shard, names] : by_shard) {
+      for (const tensor_info& tensor : (*opened)->tensors())
         if (names.count(tensor.name) == 0)
           detail::safetensors_fail(index_path, shard + " holds '" + detail::printable(tensor.name) +
                                                    "', which weight_map does not list there");
+      ++opened;
     }
   }
 
@@ -699,7 +708,12 @@ inline std::string safetensors_header_json(const std::vector<tensor_source>& ten
                            {"data_offsets", {offset, offset + tensor.bytes}}};
     offset += tensor.bytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& error) {
+    detail::safetensors_fail("", std::string("write: a name is not valid UTF-8: ") + error.what());
+  }
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
 }
