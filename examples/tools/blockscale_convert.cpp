@@ -517,8 +517,8 @@ private:
     weights["dynamic"] = false;
     weights["actorder"] = nullptr;
     weights["scale_dtype"] = mx ? "torch.uint8" : "torch.float8_e4m3fn";
-    weights["zp_dtype"] = mx ? "torch.uint8" : "torch.float8_e4m3fn";
-    weights["observer"] = "minmax";
+    weights["zp_dtype"] = nullptr;
+    weights["observer"] = "memoryless_minmax";
     weights["observer_kwargs"] = json::object();
     json group;
     group["targets"] = {"Linear"};

@@ -7,6 +7,7 @@
 /// energy is the same as after undoing it).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -50,32 +51,47 @@ quantization_error measure_error(matrix_view<T> input, basic_quantized_view<Bloc
                                 std::to_string(q.cols()) + ", but x " +
                                 (q.columnwise() ? "transposed " : "") + "is " +
                                 std::to_string(rows) + " x " + std::to_string(cols));
+  using element_type = typename BlockFormat::element_type;
   const float element_max = BlockFormat::element_max();
+  // Every element code's value, decoded once: a decoded element is then exactly
+  // codec::decode_value's (q · S_b) · s_dec, without decoding the code each time.
+  constexpr int code_count = 1 << (BlockFormat::element_bits == 4 ? 4 : 8);
+  float element_values[code_count];
+  for (int code = 0; code < code_count; ++code)
+    element_values[code] =
+        static_cast<float>(element_type::from_bits(static_cast<std::uint8_t>(code)));
+  const float s_dec = q.decode_scale();
   quantization_error error;
-  double error_energy = 0.0, signal_energy = 0.0;
+  double error_energy = 0.0, signal_energy = 0.0, max_abs_error = 0.0;
   std::size_t clipped = 0, flushed = 0;
   float block[b];
   for (std::size_t r = 0; r < q.rows(); ++r) {
+    const auto* row = q.row(r);
     for (std::size_t kb = 0; kb < q.blocks_per_row(); ++kb) {
       codec::gather_block<BlockFormat>(x, q.shape(), r, kb, block);
       const std::size_t c0 = kb * b;
       const auto scale = static_cast<float>(q.block_scale(r, c0));
-      const float factor = codec::encode_factor(scale, q.decode_scale());
-      for (std::size_t j = 0; j < static_cast<std::size_t>(b) && c0 + j < q.cols(); ++j) {
+      const float factor = codec::encode_factor(scale, s_dec);
+      const bool keep = codec::keeps_elements(scale);
+      const std::size_t count = std::min(static_cast<std::size_t>(b), q.cols() - c0);
+      for (std::size_t j = 0; j < count; ++j) {
         const float original = block[j];
-        const float decoded = q.value(r, c0 + j);
+        const float decoded =
+            element_values[codec::load_code<BlockFormat>(row, c0 + j)] * scale * s_dec;
         if (!std::isfinite(original) || !std::isfinite(decoded))
           continue;
         const double difference = static_cast<double>(original) - decoded;
         error_energy += difference * difference;
         signal_energy += static_cast<double>(original) * original;
-        error.max_abs_error = std::fmax(error.max_abs_error, std::fabs(difference));
-        clipped += codec::keeps_elements(scale) && std::fabs(original * factor) > element_max;
+        const double magnitude = std::fabs(difference);
+        max_abs_error = magnitude > max_abs_error ? magnitude : max_abs_error;
+        clipped += keep && std::fabs(original * factor) > element_max ? 1 : 0;
         flushed += original != 0.0f && decoded == 0.0f ? 1 : 0;
         ++error.elements;
       }
     }
   }
+  error.max_abs_error = max_abs_error;
   if (error.elements == 0) {
     error.relative_mse = error.sqnr_db = std::numeric_limits<double>::quiet_NaN();
     return error;
