@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Times blockscale-convert and blockscale-inspect on a generated Llama-shaped BF16 checkpoint
-# (bench/checkpoints/make_checkpoint.py) and prints wall time, input throughput and peak RSS
-# (/usr/bin/time -v) as a Markdown table, with a warm page cache and, when run as root where
+# (bench/checkpoints/make_checkpoint.py) and prints wall time, input throughput, the ratio to the
+# baseline measured in the same run (cat of the shards to /dev/null: reading the input) and peak
+# RSS (/usr/bin/time -v) as a Markdown table, with a warm page cache and, when run as root where
 # /proc/sys/vm/drop_caches is writable, a cold one.
 #   bench/checkpoints/run.sh [--gigabytes G] [--work DIR]
 #   --gigabytes G   size of the generated checkpoint (default 1.5)
@@ -47,7 +48,9 @@ drop_caches() {
 can_drop=no
 drop_caches && can_drop=yes
 
-# measure <label> <cache> <command...>: one Markdown row.
+# measure <label> <cache> <command...>: one Markdown row; the first row of a cache state is the
+# baseline the others are divided by.
+baseline=
 measure() {
   local label=$1 cache=$2
   shift 2
@@ -56,17 +59,21 @@ measure() {
   local wall rss
   wall=$(awk -F': ' '/Elapsed/ {n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$work/time.txt")
   rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$work/time.txt")
-  awk -v l="$label" -v c="$cache" -v w="$wall" -v r="$rss" -v b="$bytes" \
-    'BEGIN {printf "| %s | %s | %.2f | %.0f | %.0f |\n", l, c, w, b / 1e6 / w, r / 1024}'
+  [[ -z $baseline ]] && baseline=$wall
+  awk -v l="$label" -v c="$cache" -v w="$wall" -v r="$rss" -v b="$bytes" -v base="$baseline" \
+    'BEGIN {printf "| %s | %s | %.2f | %.0f | %.3f | %.0f |\n", l, c, w, b / 1e6 / w, base / w, r / 1024}'
 }
 
 echo
 echo "Checkpoint: $input ($(awk -v b="$bytes" 'BEGIN {printf "%.2f GB", b / 1e9}'), $(nproc) cores)"
 echo
-echo "| tool | page cache | wall s | MB/s of input | peak RSS MB |"
-echo "|---|---|---|---|---|"
+echo "| tool | page cache | wall s | MB/s of input | x reading the input | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
 for cache in warm $([[ $can_drop == yes ]] && echo cold); do
   [[ $cache == warm ]] && cat "$input"/*.safetensors >/dev/null
+  baseline=
+  measure "baseline: cat of the shards" "$cache" bash -c 'cat "$@" >/dev/null' cat \
+    "$input"/*.safetensors
   rm -rf "$work/out"
   measure "blockscale-convert (compressed-tensors NVFP4)" "$cache" "$tools/blockscale-convert" \
     "$input" "$work/out"
