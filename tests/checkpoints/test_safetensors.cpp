@@ -160,10 +160,12 @@ TEST_CASE("write and read back every dtype, metadata and odd shapes") {
     CHECK(info->shape == source.shape);
     REQUIRE(info->bytes() == source.bytes);
     std::vector<std::uint8_t> want(source.bytes);
-    if (source.data != nullptr)
+    if (source.data != nullptr && source.bytes != 0)
       std::memcpy(want.data(), source.data, source.bytes);
     else if (source.fill)
       source.fill(want.data());
+    if (want.empty())
+      continue;
     CHECK(std::memcmp(file.data(*info), want.data(), want.size()) == 0);
     // Releasing the pages loses nothing: touched again, they are read from the file.
     file.release(*info);
