@@ -67,34 +67,16 @@ struct options {
   bool quiet = false;
 };
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  for (;;) {
-    const std::size_t end = text.find(separator, begin);
-    parts.push_back(text.substr(begin, end - begin));
-    if (end == std::string::npos)
-      return parts;
-    begin = end + 1;
-  }
-}
-
 options parse_arguments(int argc, char** argv) {
   options o;
   std::vector<std::string> positional;
   bool default_ignore = true;
   std::vector<std::string> extra_ignore;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        throw tools::usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(usage, stdout);
-      std::exit(0);
-    } else if (arg == "--format") {
+  tools::argument_reader arguments(argc, argv, usage);
+  while (arguments.next()) {
+    const std::string& arg = arguments.current();
+    const auto value = [&] { return arguments.value(); };
+    if (arg == "--format") {
       const std::string f = value();
       if (f == "compressed-tensors" || f == "nvfp4")
         o.format = output_format::compressed_tensors;
@@ -120,7 +102,7 @@ options parse_arguments(int argc, char** argv) {
     } else if (arg == "--no-default-ignore") {
       default_ignore = false;
     } else if (arg == "--fuse") {
-      const auto names = split(value(), ',');
+      const auto names = tools::split(value(), ',');
       if (names.size() < 2 || std::count(names.begin(), names.end(), "") != 0)
         throw tools::usage_error("--fuse takes two or more comma-separated names");
       o.fused.push_back(names);
@@ -605,14 +587,6 @@ private:
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return converter(parse_arguments(argc, argv)).run();
-  } catch (const tools::usage_error& error) {
-    std::fprintf(stderr, "blockscale-convert: %s\n(blockscale-convert --help for usage)\n",
-                 error.what());
-    return 2;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "blockscale-convert: %s\n", error.what());
-    return 1;
-  }
+  return tools::run_main("blockscale-convert",
+                         [&] { return converter(parse_arguments(argc, argv)).run(); });
 }

@@ -57,22 +57,13 @@ struct options {
 
 options parse_arguments(int argc, char** argv) {
   options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        throw tools::usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(usage, stdout);
-      std::exit(0);
-    } else if (arg == "--formats") {
+  tools::argument_reader arguments(argc, argv, usage);
+  while (arguments.next()) {
+    const std::string& arg = arguments.current();
+    const auto value = [&] { return arguments.value(); };
+    if (arg == "--formats") {
       o.formats.clear();
-      std::string list = value() + ",";
-      for (std::size_t begin = 0, end; (end = list.find(',', begin)) != std::string::npos;
-           begin = end + 1) {
-        const std::string name = list.substr(begin, end - begin);
+      for (const std::string& name : tools::split(value(), ',')) {
         bool found = false;
         for (int f = 0; f < 4; ++f)
           if (name == format_names[f]) {
@@ -523,14 +514,5 @@ int run(const options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse_arguments(argc, argv));
-  } catch (const tools::usage_error& error) {
-    std::fprintf(stderr, "blockscale-inspect: %s\n(blockscale-inspect --help for usage)\n",
-                 error.what());
-    return 2;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "blockscale-inspect: %s\n", error.what());
-    return 1;
-  }
+  return tools::run_main("blockscale-inspect", [&] { return run(parse_arguments(argc, argv)); });
 }

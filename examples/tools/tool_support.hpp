@@ -27,6 +27,66 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Reads a command line one argument at a time; `--help` or `-h` prints the usage and exits 0.
+class argument_reader {
+public:
+  argument_reader(int argc, char** argv, const char* usage)
+      : argc_(argc), argv_(argv), usage_(usage) {}
+  /// Moves to the next argument; false after the last.
+  bool next() {
+    if (++index_ >= argc_)
+      return false;
+    current_ = argv_[index_];
+    if (current_ == "-h" || current_ == "--help") {
+      std::fputs(usage_, stdout);
+      std::exit(0);
+    }
+    return true;
+  }
+  const std::string& current() const noexcept { return current_; }
+  /// The value of the current option (the next argument), consumed.
+  std::string value() {
+    if (index_ + 1 >= argc_)
+      throw usage_error(current_ + " needs a value");
+    return argv_[++index_];
+  }
+
+private:
+  int argc_;
+  char** argv_;
+  const char* usage_;
+  int index_ = 0;
+  std::string current_;
+};
+
+/// The pieces of `text` between `separator`s.
+inline std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end - begin));
+    if (end == std::string::npos)
+      return parts;
+    begin = end + 1;
+  }
+}
+
+/// A tool's main(): runs `body`, and turns its exceptions into one line on stderr and the exit
+/// status (2 for a usage error, 1 for anything else).
+template <class Body>
+int run_main(const char* tool, Body&& body) {
+  try {
+    return body();
+  } catch (const usage_error& error) {
+    std::fprintf(stderr, "%s: %s\n(%s --help for usage)\n", tool, error.what(), tool);
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", tool, error.what());
+    return 1;
+  }
+}
+
 inline unsigned parse_unsigned(const std::string& text, const char* option) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
     throw usage_error(std::string(option) + " takes a non-negative integer, not '" + text + "'");
