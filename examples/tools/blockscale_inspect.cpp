@@ -24,7 +24,7 @@ using json = nlohmann::ordered_json;
 
 const char* const usage = R"(usage: blockscale-inspect PATH... [options]
 
-For every 2-D F32 / F16 / BF16 tensor of the checkpoints at PATH (a .safetensors file, a
+For every 2-D F32 / F16 / BF16 / F8_E4M3 tensor of the checkpoints at PATH (a .safetensors file, a
 *.safetensors.index.json, a .npy file, or a folder of them) and every format, quantizes the tensor
 rowwise (blocks along its last dimension, as a Linear weight [out, in] is used) and reports how far
 the result is from the original. Prints an aligned table on stdout (a progress bar goes to stderr
@@ -137,7 +137,9 @@ std::vector<tensor> collect(const std::vector<std::string>& paths,
     for (const std::string& warning : checkpoint->warnings())
       std::fprintf(stderr, "warning: %s (skipped)\n", warning.c_str());
     for (const auto& entry : checkpoint->tensors()) {
-      if (!tools::is_float_matrix(*entry.tensor))
+      const bool fp8 =
+          entry.tensor->dtype == io::tensor_dtype::f8_e4m3 && entry.tensor->shape.size() == 2;
+      if (!tools::is_float_matrix(*entry.tensor) && !fp8)
         continue;
       tensor t;
       t.name = entry.tensor->name;
@@ -146,7 +148,13 @@ std::vector<tensor> collect(const std::vector<std::string>& paths,
       t.cols = entry.tensor->shape[1];
       const io::safetensors_file* file = entry.file;
       const io::tensor_info* info = entry.tensor;
-      t.visit = [file, info](const auto& f32, const auto& bf16, const auto& f16) {
+      t.visit = [file, info, fp8](const auto& f32, const auto& bf16, const auto& f16) {
+        if (fp8) { // widened to float for the job (FP8 checkpoints' weights)
+          std::vector<float> values(info->elements());
+          io::widen_to_float(*info, file->data(*info), 0, values.size(), values.data());
+          f32(matrix_view<const float>(values.data(), info->shape[0], info->shape[1]));
+          return;
+        }
         tools::with_matrix(*info, file->data(*info), [&](auto x) {
           using T = typename decltype(x)::value_type;
           if constexpr (std::is_same<T, const float>::value || std::is_same<T, float>::value)
@@ -187,7 +195,7 @@ std::vector<tensor> collect(const std::vector<std::string>& paths,
     }
   }
   if (out.empty())
-    throw std::runtime_error("no 2-D F32, F16 or BF16 tensor in the input");
+    throw std::runtime_error("no 2-D F32, F16, BF16 or F8_E4M3 tensor in the input");
   return out;
 }
 

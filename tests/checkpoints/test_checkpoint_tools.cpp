@@ -440,13 +440,34 @@ TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
 
 TEST_CASE("blockscale-inspect reports what the library measures") {
   const fs::path dir = scratch("inspect");
-  const auto tensors = write_llama(dir / "in", "BF16");
+  auto tensors = write_llama(dir / "in", "BF16");
   const std::vector<float> npy = weight(48, 80, 0.3f, 99);
   io::write_npy((dir / "extra.npy").string(), npy.data(), {48, 80});
+  // An FP8 checkpoint's weight: inspected from its values widened to float.
+  std::vector<std::uint8_t> fp8_codes(32 * 48);
+  std::vector<float> fp8_values(fp8_codes.size());
+  for (std::size_t i = 0; i < fp8_codes.size(); ++i) {
+    fp8_codes[i] = static_cast<std::uint8_t>((i * 37) % 0x7F) | (i % 3 == 0 ? 0x80 : 0);
+    fp8_values[i] = static_cast<float>(e4m3::from_bits(fp8_codes[i]));
+  }
+  tensors["model.fp8_proj.weight"] = {"F8_E4M3", {32, 48}, fp8_codes};
+  io::write_safetensors((dir / "in" / "fp8.safetensors").string(), {{"model.fp8_proj.weight",
+                                                                     "F8_E4M3",
+                                                                     {32, 48},
+                                                                     fp8_codes.size(),
+                                                                     fp8_codes.data(),
+                                                                     nullptr,
+                                                                     nullptr}});
+  {
+    // The index lists the shards; the FP8 file is a checkpoint of its own, given separately.
+    fs::create_directories(dir / "fp8");
+    fs::rename(dir / "in" / "fp8.safetensors", dir / "fp8" / "model.safetensors");
+  }
   const auto [status, err] =
       run(std::string(BLOCKSCALE_INSPECT) + " " + (dir / "in").string() + " " +
-              (dir / "extra.npy").string() + " --json " + (dir / "r.json").string() + " --csv " +
-              (dir / "r.csv").string() + " --svg " + (dir / "r.svg").string(),
+              (dir / "extra.npy").string() + " " + (dir / "fp8").string() + " --json " +
+              (dir / "r.json").string() + " --csv " + (dir / "r.csv").string() + " --svg " +
+              (dir / "r.svg").string(),
           dir);
   INFO(err);
   REQUIRE(status == 0);
@@ -455,7 +476,7 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
   std::size_t matrices = 0;
   for (const auto& [name, t] : tensors)
     matrices += t.shape.size() == 2 && t.dtype != "I64";
-  REQUIRE(report["tensors"].size() == matrices + 1);
+  REQUIRE(report["tensors"].size() == matrices + 1); // the .npy; the FP8 one is in `tensors`
 
   const auto check_tensor = [&](const json& item, const std::vector<float>& values,
                                 std::size_t rows, std::size_t cols) {
@@ -494,6 +515,10 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
     const std::string name = item["name"];
     if (name == "extra.npy") {
       check_tensor(item, npy, 48, 80);
+      continue;
+    }
+    if (name == "model.fp8_proj.weight") {
+      check_tensor(item, fp8_values, 32, 48);
       continue;
     }
     const stored_tensor& t = tensors.at(name);
