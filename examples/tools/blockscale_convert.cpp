@@ -232,6 +232,12 @@ public:
       throw std::runtime_error("'" + o_.input + "' is not a folder");
     if (tools::exists(o_.output) && !o_.force)
       throw std::runtime_error("'" + o_.output + "' exists (--force replaces it)");
+    // Neither folder may hold the other: the input is only ever read, never replaced or copied
+    // into itself.
+    const std::string input = tools::absolute(o_.input), output = tools::absolute(o_.output);
+    if (tools::contains(input, output) || tools::contains(output, input))
+      throw std::runtime_error("'" + o_.output + "' and '" + o_.input +
+                               "' must be separate folders, neither inside the other");
     const io::safetensors_checkpoint checkpoint(o_.input);
     for (const std::string& warning : checkpoint.warnings())
       std::fprintf(stderr, "warning: %s (copied unchanged)\n", warning.c_str());

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <climits>
+#include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,6 +142,30 @@ inline bool is_directory(const std::string& path) {
 inline bool exists(const std::string& path) {
   struct stat info {};
   return ::lstat(path.c_str(), &info) == 0;
+}
+
+/// `path` made absolute and free of "." and ".." and symbolic links, as far as it exists (the part
+/// that does not exist yet is appended as written).
+inline std::string absolute(const std::string& path) {
+  std::string existing = path, rest;
+  for (;;) {
+    char resolved[PATH_MAX];
+    if (::realpath(existing.empty() ? "." : existing.c_str(), resolved) != nullptr)
+      return std::string(resolved) + rest;
+    const auto slash = existing.find_last_of('/');
+    const std::string last = slash == std::string::npos ? existing : existing.substr(slash + 1);
+    rest = "/" + last + rest;
+    existing = slash == std::string::npos ? "" : existing.substr(0, slash);
+    if (slash == 0)
+      existing = "/";
+  }
+}
+
+/// Whether absolute path `inner` is `outer` or inside it.
+inline bool contains(const std::string& outer, const std::string& inner) {
+  return inner == outer ||
+         (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+          (outer == "/" || inner[outer.size()] == '/'));
 }
 
 inline void make_directory(const std::string& path) {

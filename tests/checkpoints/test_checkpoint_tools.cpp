@@ -414,6 +414,16 @@ TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
   CHECK(json::parse(read_text(dir / "out" / "config.json"))["quantization_config"]["ignore"] ==
         json({"lm_head", "model.layers.1.mlp.odd_proj"}));
 
+  // The input is never replaced or written into, even with --force.
+  for (const std::string& target :
+       {in, in + "/sub", in + "/./", (dir / "in" / ".." / "in").string(), dir.string()}) {
+    INFO(target);
+    std::tie(status, err) = run(tool + " " + in + " " + target + " --force", dir);
+    CHECK(status == 1);
+    CHECK_THAT(err, TOOLS_CONTAINS("separate folders"));
+  }
+  CHECK(fs::exists(dir / "in" / "config.json"));
+  CHECK_FALSE(fs::exists(dir / "in" / "sub"));
   std::tie(status, err) = run(tool + " " + in, dir);
   CHECK(status == 2);
   CHECK_THAT(err, TOOLS_CONTAINS("INPUT_DIR and OUTPUT_DIR"));
