@@ -162,13 +162,19 @@ private:
   std::vector<std::regex> patterns_;
 };
 
-/// Weights that are matrices but not Linear layers: embeddings (never quantized, never listed).
+/// Weights that are matrices but not Linear layers: embeddings (never quantized, never listed),
+/// known by the last component of the module name.
 bool is_embedding(const std::string& module) {
-  static const std::regex pattern(
-      "(^|.*\\.)(embed_tokens|embed_positions|embeddings|embedding|word_embeddings|"
-      "position_embeddings|token_type_embeddings|wte|wpe|shared)$");
-  return std::regex_match(module, pattern);
+  static const std::set<std::string> names = {
+      "embed_tokens",        "embed_positions",       "embeddings", "embedding", "word_embeddings",
+      "position_embeddings", "token_type_embeddings", "wte",        "wpe",       "shared"};
+  const std::size_t dot = module.find_last_of('.');
+  return names.count(dot == std::string::npos ? module : module.substr(dot + 1)) != 0;
 }
+
+/// Module names longer than this are refused: regular expressions are matched against them, and
+/// the standard library's matcher recurses once per character.
+constexpr std::size_t max_module_name = 4096;
 
 /// What a format writes for one quantized module.
 struct format_spec {
@@ -245,21 +251,31 @@ public:
     measure_group_amaxes();
 
     const std::string temporary = o_.output + ".partial-" + std::to_string(::getpid());
-    tools::remove_tree(temporary);
-    tools::make_directory(temporary);
+    tools::make_directory(temporary); // fails if it exists: nothing is removed that we did not make
     try {
       write_shards(checkpoint, temporary);
       write_config(temporary);
       tools::copy_tree(o_.input, temporary, [&](const std::string& name) {
         return name == "config.json" || name == "hf_quant_config.json" ||
+               name == "quantization_config.json" ||
                io::safetensors_checkpoint::ends_with(name, ".safetensors") ||
                io::safetensors_checkpoint::ends_with(name, ".safetensors.index.json");
       });
-      if (tools::exists(o_.output))
-        tools::remove_tree(o_.output);
-      if (std::rename(temporary.c_str(), o_.output.c_str()) != 0)
+      // With --force the old output is moved aside first and removed only once the new one is
+      // in place; if that rename fails, the old output is put back.
+      const std::string old = o_.output + ".old-" + std::to_string(::getpid());
+      const bool replacing = tools::exists(o_.output);
+      if (replacing && std::rename(o_.output.c_str(), old.c_str()) != 0)
+        throw std::runtime_error("cannot move '" + o_.output + "' aside: " + std::strerror(errno));
+      if (std::rename(temporary.c_str(), o_.output.c_str()) != 0) {
+        const int error = errno;
+        if (replacing)
+          std::rename(old.c_str(), o_.output.c_str());
         throw std::runtime_error("cannot rename '" + temporary + "' to '" + o_.output +
-                                 "': " + std::strerror(errno));
+                                 "': " + std::strerror(error));
+      }
+      if (replacing)
+        tools::remove_tree(old);
     } catch (...) {
       tools::remove_tree(temporary);
       throw;
@@ -281,6 +297,9 @@ private:
       bytes_in_ += entry.tensor->bytes();
       if (linear) {
         p.module = name.substr(0, name.size() - 7);
+        if (p.module.size() > max_module_name)
+          throw std::runtime_error("a tensor name of " + std::to_string(name.size()) +
+                                   " characters is longer than this tool accepts");
         const bool fits = entry.tensor->shape[1] % static_cast<std::uint64_t>(spec_.block) == 0 &&
                           entry.tensor->shape[1] != 0 && entry.tensor->shape[0] != 0;
         p.quantize = fits && !ignored(p.module);
@@ -297,6 +316,19 @@ private:
       }
       plan_.push_back(p);
     }
+    // The names written must not collide with a tensor kept as it is (an input that already holds
+    // `m.weight_scale` beside a plain `m.weight`, say).
+    std::set<std::string> kept;
+    for (const planned& p : plan_)
+      if (!p.quantize)
+        kept.insert(p.tensor->name);
+    for (const planned& p : plan_)
+      if (p.quantize)
+        for (const char* suffix : {spec_.packed, spec_.scales, spec_.global})
+          if (suffix != nullptr && kept.count(p.module + "." + suffix) != 0)
+            throw std::runtime_error("the input holds '" + p.module + "." + suffix +
+                                     "' already; quantizing '" + p.tensor->name +
+                                     "' would write a second tensor of that name");
   }
 
   /// The fused group a module belongs to: its parent and the group's index when its last name
@@ -333,6 +365,8 @@ private:
   float encode_scale_for(const planned& p) const {
     const auto found = group_amax_.find(p.group);
     const float amax = found == group_amax_.end() ? 0.0f : found->second;
+    if (!(amax > 0.0f)) // all zeros (or NaN): every block stores zeros whatever s_enc is; 1
+      return 1.0f;      // keeps the stored global scale a plain number for every loader
     switch (o_.format) {
     case output_format::compressed_tensors:
       return global_scale(amax, global_scale_convention::compressed_tensors);

@@ -282,7 +282,7 @@ std::string csv(const std::vector<tensor>& tensors, const std::vector<std::vecto
   for (std::size_t t = 0; t < tensors.size(); ++t)
     for (const result& r : all[t]) {
       const quantization_error& e = r.error;
-      out += "\"" + tensors[t].name + "\"," + std::to_string(tensors[t].rows) + "," +
+      out += tools::csv_field(tensors[t].name) + "," + std::to_string(tensors[t].rows) + "," +
              std::to_string(tensors[t].cols) + "," + tensors[t].dtype + "," +
              format_names[static_cast<int>(r.format)] + "," + (r.hadamard ? "1" : "0") + "," +
              exact(e.sqnr_db) + "," + exact(e.relative_mse) + "," + exact(e.clipped_fraction) +
@@ -340,11 +340,12 @@ std::string table(const std::vector<tensor>& tensors, const std::vector<std::vec
   for (std::size_t t = 0; t < tensors.size(); ++t)
     for (const result& r : all[t]) {
       const quantization_error& e = r.error;
-      rows.push_back(
-          {tensors[t].name, std::to_string(tensors[t].rows) + "x" + std::to_string(tensors[t].cols),
-           format_names[static_cast<int>(r.format)], r.hadamard ? "yes" : "no", fixed(e.sqnr_db, 2),
-           fixed(e.relative_mse, 6), percent(e.clipped_fraction), percent(e.flushed_fraction),
-           std::to_string(e.saturated_scales), std::to_string(e.zero_scales), binades(r)});
+      rows.push_back({tools::printable(tensors[t].name),
+                      std::to_string(tensors[t].rows) + "x" + std::to_string(tensors[t].cols),
+                      format_names[static_cast<int>(r.format)], r.hadamard ? "yes" : "no",
+                      fixed(e.sqnr_db, 2), fixed(e.relative_mse, 6), percent(e.clipped_fraction),
+                      percent(e.flushed_fraction), std::to_string(e.saturated_scales),
+                      std::to_string(e.zero_scales), binades(r)});
     }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
@@ -424,8 +425,8 @@ std::string svg(const std::vector<tensor>& tensors, const std::vector<std::vecto
           continue;
         points += fixed(x_of(t), 1) + "," + fixed(y_of(v), 1) + " ";
         marks += "<circle cx=\"" + fixed(x_of(t), 1) + "\" cy=\"" + fixed(y_of(v), 1) +
-                 "\" r=\"2.5\" fill=\"" + color + "\"><title>" + tensors[t].name + ": " +
-                 fixed(v, 2) + " dB</title></circle>\n";
+                 "\" r=\"2.5\" fill=\"" + color + "\"><title>" +
+                 tools::xml_escape(tensors[t].name) + ": " + fixed(v, 2) + " dB</title></circle>\n";
       }
       out += std::string("<polyline fill=\"none\" stroke=\"") + color + "\" stroke-width=\"1.5\"" +
              (first.hadamard ? " stroke-dasharray=\"5,3\"" : "") + " points=\"" + points +
@@ -497,8 +498,15 @@ int run(const options& o) {
   };
   const unsigned threads = thread_pool::resolve(o.threads, "--threads");
   std::vector<std::thread> workers;
-  for (unsigned i = 1; i < threads; ++i)
-    workers.emplace_back(work);
+  try {
+    for (unsigned i = 1; i < threads; ++i)
+      workers.emplace_back(work);
+  } catch (...) { // a thread could not start: stop the others, then report it
+    next = jobs.size();
+    for (std::thread& worker : workers)
+      worker.join();
+    throw;
+  }
   work();
   for (std::thread& worker : workers)
     worker.join();

@@ -148,7 +148,9 @@ inline bool exists(const std::string& path) {
 /// that does not exist yet is appended as written).
 inline std::string absolute(const std::string& path) {
   std::string existing = path, rest;
-  for (;;) {
+  for (int depth = 0;; ++depth) {
+    if (depth > 4096)
+      throw std::runtime_error("cannot resolve '" + path + "'");
     char resolved[PATH_MAX];
     if (::realpath(existing.empty() ? "." : existing.c_str(), resolved) != nullptr)
       return std::string(resolved) + rest;
@@ -213,18 +215,31 @@ inline void copy_file(const std::string& from, const std::string& to) {
     throw std::runtime_error("cannot copy '" + from + "' to '" + to + "'");
 }
 
-/// Copies a folder's contents recursively, leaving out the top-level names `skip` says to.
+/// Copies a folder's contents recursively, leaving out the top-level names `skip` says to. Regular
+/// files are copied, symbolic links to regular files as the files they point to (a model cache's
+/// snapshot folders are made of such links); links to folders and special files (pipes,
+/// devices, sockets) are left out with a warning, so no link can make the copy loop or reach
+/// outside the folder.
 inline void copy_tree(const std::string& from, const std::string& to,
                       const std::function<bool(const std::string&)>& skip) {
   for (const std::string& name : blockscale::io::safetensors_checkpoint::list_folder(from)) {
     if (skip(name))
       continue;
     const std::string source = from + "/" + name, target = to + "/" + name;
-    if (is_directory(source)) {
+    struct stat link {
+    }, info{};
+    if (::lstat(source.c_str(), &link) != 0)
+      throw std::runtime_error("cannot read '" + source + "': " + std::strerror(errno));
+    if (S_ISDIR(link.st_mode)) {
       make_directory(target);
       copy_tree(source, target, [](const std::string&) { return false; });
-    } else {
+    } else if (S_ISREG(link.st_mode) ||
+               (S_ISLNK(link.st_mode) && ::stat(source.c_str(), &info) == 0 &&
+                S_ISREG(info.st_mode))) {
       copy_file(source, target);
+    } else {
+      std::fprintf(stderr, "warning: '%s' is not a regular file or a link to one: not copied\n",
+                   source.c_str());
     }
   }
 }
@@ -250,6 +265,46 @@ template <class T>
 struct type_tag {
   using type = T;
 };
+
+/// `text` with the characters XML gives a meaning escaped.
+inline std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
+    }
+  }
+  return out;
+}
+
+/// `text` as one CSV field: quoted, inner quotes doubled.
+inline std::string csv_field(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+/// `text` with control characters replaced, for a terminal.
+inline std::string printable(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7F ? '?' : c;
+  return out;
+}
 
 /// Calls f(matrix_view<const T>) for a 2-D F32, F16 or BF16 tensor whose bytes start at `data`,
 /// viewed in place when aligned for T, else through an aligned copy.

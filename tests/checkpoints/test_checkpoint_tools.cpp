@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "catch.hpp"
 
 #if defined(BLOCKSCALE_CATCH2_V3)
@@ -394,6 +396,8 @@ TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
   const std::string tool = BLOCKSCALE_CONVERT;
   const std::string in = (dir / "in").string(), out = (dir / "out").string();
 
+  int status = 0;
+  std::string err;
   // --ignore adds names and patterns; --no-default-ignore quantizes lm_head.
   REQUIRE(run(tool + " " + in + " " + out + " --ignore 're:.*\\.o_proj$' --no-default-ignore", dir)
               .first == 0);
@@ -406,8 +410,23 @@ TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
           json({"model.layers.0.self_attn.o_proj", "model.layers.1.mlp.odd_proj",
                 "model.layers.1.self_attn.o_proj"}));
   }
+  // Links: a link to a file is copied as the file; links to folders and special files are left out.
+  fs::create_symlink(dir / "in" / "tokenizer.json", dir / "in" / "linked.json");
+  fs::create_directory_symlink(dir / "in", dir / "in" / "loop");
+  REQUIRE(::mkfifo((dir / "in" / "pipe").c_str(), 0600) == 0);
+  std::tie(status, err) = run(tool + " " + in + " " + out + "_links", dir);
+  CHECK(status == 0);
+  CHECK(read_text(dir / "out_links" / "linked.json") == read_text(dir / "in" / "tokenizer.json"));
+  CHECK_FALSE(fs::is_symlink(dir / "out_links" / "linked.json"));
+  CHECK_FALSE(fs::exists(dir / "out_links" / "loop"));
+  CHECK_FALSE(fs::exists(dir / "out_links" / "pipe"));
+  CHECK_THAT(err, TOOLS_CONTAINS("not copied"));
+  fs::remove(dir / "in" / "linked.json");
+  fs::remove(dir / "in" / "loop");
+  fs::remove(dir / "in" / "pipe");
+
   // The output exists: refused, then replaced with --force.
-  auto [status, err] = run(tool + " " + in + " " + out, dir);
+  std::tie(status, err) = run(tool + " " + in + " " + out, dir);
   CHECK(status == 1);
   CHECK_THAT(err, TOOLS_CONTAINS("exists"));
   CHECK(run(tool + " " + in + " " + out + " --force", dir).first == 0);
@@ -436,6 +455,21 @@ TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
   std::tie(status, err) = run(tool + " " + (dir / "nowhere").string() + " " + out + "2", dir);
   CHECK(status == 1);
   CHECK_THAT(err, TOOLS_CONTAINS("not a folder"));
+
+  // A name the quantized module would write, already in the input, is refused.
+  {
+    const fs::path clash = dir / "clash";
+    fs::create_directories(clash);
+    const std::vector<std::uint8_t> w = encode(weight(16, 32, 0.1f, 5), "BF16");
+    const std::vector<std::uint8_t> s(32, 1);
+    io::write_safetensors((clash / "model.safetensors").string(),
+                          {{"m.weight", "BF16", {16, 32}, w.size(), w.data(), nullptr, nullptr},
+                           {"m.weight_scale", "U8", {32}, s.size(), s.data(), nullptr, nullptr}});
+    std::tie(status, err) = run(tool + " " + clash.string() + " " + out + "4", dir);
+    CHECK(status == 1);
+    CHECK_THAT(err, TOOLS_CONTAINS("m.weight_scale"));
+    CHECK_FALSE(fs::exists(out + "4"));
+  }
 
   // A shard that is cut short fails the run: no output, no partial folder.
   const fs::path shard = dir / "in" / "model-00002-of-00002.safetensors";
@@ -568,6 +602,23 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
         for (const json& r : item["results"])
           if (r["format"] == "nvfp4" && r["hadamard"] == false)
             CHECK(r["scale_binades"] == json({lo, hi}));
+  }
+  // Names are escaped: XML in the chart, quotes in the CSV, control characters in the table.
+  {
+    fs::create_directories(dir / "odd");
+    const std::vector<std::uint8_t> w = encode(weight(16, 32, 0.1f, 6), "F32");
+    const std::string name = "a<b>&\"c\"\x01.weight";
+    io::write_safetensors((dir / "odd" / "model.safetensors").string(),
+                          {{name, "F32", {16, 32}, w.size(), w.data(), nullptr, nullptr}});
+    REQUIRE(run(std::string(BLOCKSCALE_INSPECT) + " " + (dir / "odd").string() + " --svg " +
+                    (dir / "odd.svg").string() + " --csv " + (dir / "odd.csv").string(),
+                dir / "odd")
+                .first == 0);
+    const std::string odd_svg = read_text(dir / "odd.svg");
+    CHECK(odd_svg.find("a&lt;b&gt;&amp;&quot;c&quot;?.weight") != std::string::npos);
+    CHECK(odd_svg.find("a<b>") == std::string::npos);
+    CHECK(read_text(dir / "odd.csv").find("\"a<b>&\"\"c\"\"\x01.weight\"") != std::string::npos);
+    CHECK(read_text(dir / "odd" / "stdout.txt").find("a<b>&\"c\"?.weight") != std::string::npos);
   }
   const std::string csv = read_text(dir / "r.csv");
   CHECK(csv.rfind("tensor,rows,cols,dtype,format,hadamard,sqnr_db", 0) == 0);

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "catch.hpp"
 
 #if defined(BLOCKSCALE_CATCH2_V3)
@@ -236,6 +238,10 @@ TEST_CASE("malformed files are one clear error each") {
                {0, 0, 0, 0}),
        "twice"},
       {"metadata not an object", file_of(R"({"__metadata__":[1]})"), "__metadata__"},
+      {"nested too deeply", file_of("{\"t\":{\"shape\":" + std::string(100000, '[')),
+       "deeper than"},
+      {"a nested dimension",
+       file_of(R"({"t":{"dtype":"U8","shape":[[[1]]],"data_offsets":[0,1]}})", {0}), "not array"},
       {"metadata value not a string", file_of(R"({"__metadata__":{"a":1}})"), "not a string"},
   };
   const fs::path dir = scratch("malformed");
@@ -251,6 +257,10 @@ TEST_CASE("malformed files are one clear error each") {
   CHECK_THROWS_WITH(safetensors_file((dir / "missing.safetensors").string()),
                     SAFETENSORS_CONTAINS("cannot open"));
   CHECK_THROWS_WITH(safetensors_file(dir.string()), SAFETENSORS_CONTAINS("not a regular file"));
+  // A named pipe is refused at once, not waited on.
+  const fs::path fifo = dir / "pipe.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(safetensors_file(fifo.string()), SAFETENSORS_CONTAINS("not a regular file"));
 }
 
 TEST_CASE("well-formed oddities are accepted") {

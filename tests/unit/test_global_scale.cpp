@@ -73,6 +73,7 @@ TEST_CASE("global_scale: each convention's float32 arithmetic") {
   }
   CHECK(differ > compared / 10);
   CHECK(global_scale(0.0f, global_scale_convention::transformer_engine) == FLT_MAX);
+  CHECK(global_scale(-0.0f, global_scale_convention::transformer_engine) == FLT_MAX);
   CHECK(global_scale(0.0f, global_scale_convention::compressed_tensors) == 1.0f);
 }
 

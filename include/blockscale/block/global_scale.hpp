@@ -65,7 +65,9 @@ BLOCKSCALE_HOST_DEVICE inline float global_scale(float amax, global_scale_conven
     break;
   }
   case global_scale_convention::transformer_engine: {
-    const double quotient = static_cast<double>(numerator) / static_cast<double>(amax);
+    // An amax is a magnitude: -0 counts as 0 (FLT_MAX), not as a negative number.
+    const double magnitude = amax < 0.0f ? -static_cast<double>(amax) : static_cast<double>(amax);
+    const double quotient = static_cast<double>(numerator) / (magnitude == 0.0 ? 0.0 : magnitude);
     if (!(quotient == quotient))
       return 1.0f;
     const float capped =

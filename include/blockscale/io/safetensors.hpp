@@ -176,6 +176,9 @@ struct safetensors_header {
 
 /// The largest header accepted (the reference implementation's limit).
 inline constexpr std::uint64_t safetensors_max_header = 100'000'000;
+/// The deepest nesting a header may have (a valid one has 3 levels): deeper input is refused while
+/// it is parsed, so no recursion over it can exhaust the stack.
+inline constexpr int safetensors_max_depth = 16;
 
 namespace detail {
 
@@ -197,7 +200,9 @@ inline std::uint64_t json_count(const nlohmann::json& value, const std::string& 
     return value.get<std::uint64_t>();
   if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
     return static_cast<std::uint64_t>(value.get<std::int64_t>());
-  safetensors_fail(where, what + " must be a non-negative integer, not " + printable(value.dump()));
+  // The value is named by its type, never dumped: a dump recurses once per nesting level.
+  safetensors_fail(where, what + " must be a non-negative integer, not " +
+                              (value.is_number() ? printable(value.dump()) : value.type_name()));
 }
 
 inline tensor_info parse_tensor_entry(const std::string& name, const nlohmann::json& entry,
@@ -287,6 +292,10 @@ inline safetensors_header parse_safetensors_header(const std::uint8_t* data, std
   std::string duplicate;
   const nlohmann::json::parser_callback_t callback =
       [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth > safetensors_max_depth)
+          throw safetensors_error("safetensors: " + (where.empty() ? "" : "'" + where + "': ") +
+                                  "the header nests deeper than " +
+                                  std::to_string(safetensors_max_depth) + " levels");
         if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
             !names.insert(parsed.get<std::string>()).second && duplicate.empty())
           duplicate = parsed.get<std::string>();
@@ -326,7 +335,9 @@ inline safetensors_header parse_safetensors_header(const std::uint8_t* data, std
   // The data must be covered exactly: sorted by offset, each tensor starts where the last ended.
   std::sort(result.tensors.begin(), result.tensors.end(),
             [](const tensor_info& a, const tensor_info& b) {
-              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+              return a.begin != b.begin ? a.begin < b.begin
+                     : a.end != b.end   ? a.end < b.end
+                                        : a.name < b.name;
             });
   const std::uint64_t data_size = size - result.data_offset;
   std::uint64_t covered = 0;
@@ -357,7 +368,8 @@ public:
   /// Maps `path`; throws safetensors_error with the system's reason when it cannot. An empty file
   /// maps to a null pointer and size 0.
   explicit mapped_file(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking, so that a named pipe is refused below instead of waiting for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       fail_errno("cannot open");
     struct stat info {};
