@@ -1,6 +1,9 @@
 // Scalar conversion throughput: float -> E2M1 / E4M3 / UE5M3, nearest-even and stochastic, next
 // to CUDA's host converters and a memcpy of the same input bytes, all in the same run. The
 // counters report input bytes per second; compare each line with BM_memcpy and BM_cuda_*.
+// BM_e2m1_plain_loop and BM_cuda_float_to_fp4 (2^24 floats, one code byte per float) report
+// conversions per second (items_per_second); their ratio is the scalar E2M1 figure of
+// docs/performance.md.
 #if BLOCKSCALE_HAVE_CUDA_HEADERS
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
@@ -26,6 +29,19 @@ constexpr std::size_t element_count = std::size_t{1} << 20; // 4 MiB of float in
 const std::vector<float>& input() {
   static const std::vector<float> data = [] {
     std::vector<float> values(element_count);
+    std::mt19937 rng(2026);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (auto& value : values)
+      value = normal(rng);
+    return values;
+  }();
+  return data;
+}
+
+// 2^24 values of the same N(0, 2) distribution (64 MiB), for the plain-loop E2M1 comparison.
+const std::vector<float>& large_input() {
+  static const std::vector<float> data = [] {
+    std::vector<float> values(std::size_t{1} << 24);
     std::mt19937 rng(2026);
     std::normal_distribution<float> normal(0.0f, 2.0f);
     for (auto& value : values)
@@ -97,6 +113,23 @@ void BM_e2m1_nearest_even(benchmark::State& state) {
 }
 BENCHMARK(BM_e2m1_nearest_even);
 
+// The plain loop a user writes: one convert<e2m1> per float, one code byte stored per float. Its
+// rate depends on how well the compiler vectorizes detail::e2m1_nearest_even on this machine;
+// compare it with BM_cuda_float_to_fp4, the same loop over CUDA's host converter.
+void BM_e2m1_plain_loop(benchmark::State& state) {
+  const auto& x = large_input();
+  std::vector<std::uint8_t> out(x.size());
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = convert<e2m1>(x[i], round_nearest_even{}, saturate_finite{}).bits();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(x.size()));
+}
+BENCHMARK(BM_e2m1_plain_loop);
+
 void BM_e2m1_stochastic(benchmark::State& state) {
   // In chunks that stay in L1: random words, then codes, then pairs, each a loop that
   // vectorizes (the random words come from a hash standing in for a Philox stream).
@@ -151,6 +184,21 @@ BENCHMARK_TEMPLATE(BM_convert_stochastic, e4m3);
 BENCHMARK_TEMPLATE(BM_convert_stochastic, ue5m3);
 
 #if BLOCKSCALE_HAVE_CUDA_HEADERS
+// The baseline of BM_e2m1_plain_loop: the same loop over CUDA's host converter.
+void BM_cuda_float_to_fp4(benchmark::State& state) {
+  const auto& x = large_input();
+  std::vector<std::uint8_t> out(x.size());
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      out[i] = __nv_cvt_float_to_fp4(x[i], __NV_E2M1, cudaRoundNearest);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(x.size()));
+}
+BENCHMARK(BM_cuda_float_to_fp4);
+
 void BM_cuda_float2_to_fp4x2(benchmark::State& state) {
   const auto& x = input();
   std::vector<std::uint8_t> out(x.size() / 2);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "catch.hpp"
 
@@ -158,4 +159,56 @@ TEST_CASE("convert_n converts arrays", "[convert]") {
   convert_n(input, scales, 5, round_up{});
   CHECK(static_cast<float>(scales[2]) == 4.0f);
   CHECK(scales[3].bits() == 0);
+}
+
+TEST_CASE("E2M1 nearest-even special inputs: signs, zeros, NaN, Inf, subnormals, the clamp",
+          "[convert]") {
+  const auto code = [](std::uint32_t bits) {
+    return convert<e2m1>(detail::bit_cast<float>(bits), round_nearest_even{}, saturate_finite{})
+        .bits();
+  };
+  struct row {
+    std::uint32_t bits;
+    std::uint8_t expected;
+  };
+  const row table[] = {
+      {0x00000000u, 0x0}, {0x80000000u, 0x8}, // ±0 keep their sign
+      {0x00000001u, 0x0}, {0x80000001u, 0x8}, // ±smallest subnormal
+      {0x007FFFFFu, 0x0}, {0x807FFFFFu, 0x8}, // ±largest subnormal
+      {0x7F800000u, 0x7}, {0xFF800000u, 0xF}, // ±Inf saturate to ±6
+      {0x7F800001u, 0x7}, {0xFF800001u, 0x7}, // NaN of either sign gives +6
+      {0x7FC00000u, 0x7}, {0xFFFFFFFFu, 0x7}, //
+      {0x7F7FFFFFu, 0x7}, {0xFF7FFFFFu, 0xF}, // ±largest finite
+      {0x40C00000u, 0x7}, {0x40C00001u, 0x7}, // 6 and just above it
+      {0x40BFFFFFu, 0x7}, {0x40A00000u, 0x6}, // just below 6; 5 is a tie: even 4
+      {0x40A00001u, 0x7}, {0xC0A00001u, 0xF}, // just above 5
+      {0x3E800000u, 0x0}, {0x3E800001u, 0x1}, // 0.25 is a tie: even 0; just above
+      {0x3FFFFFFFu, 0x4}, {0x40000000u, 0x4}, // just below 2 rounds up to 2; 2
+      {0x407FFFFFu, 0x6}, {0x40800000u, 0x6}, // just below 4 rounds up to 4; 4
+  };
+  for (const auto& r : table) {
+    INFO("bits = 0x" << std::hex << r.bits);
+    CHECK(code(r.bits) == r.expected);
+  }
+#if BLOCKSCALE_HAS_BUILTIN_BIT_CAST
+  static_assert(convert<e2m1>(2.5f).bits() == 0x4 && convert<e2m1>(-5.5f).bits() == 0xF,
+                "convert<e2m1> is constexpr");
+#endif
+}
+
+TEST_CASE("E2M1 nearest-even in a plain loop equals the general routine", "[convert]") {
+  // A loop the compiler vectorizes, as BM_e2m1_plain_loop runs it, over bit patterns that step
+  // through every exponent (NaN and Inf included) with varied mantissas and both signs.
+  std::vector<float> input;
+  for (std::uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 0x00012345u)
+    input.push_back(detail::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  std::vector<std::uint8_t> codes(input.size());
+  for (std::size_t i = 0; i < input.size(); ++i)
+    codes[i] = convert<e2m1>(input[i], round_nearest_even{}, saturate_finite{}).bits();
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < input.size(); ++i)
+    mismatches += codes[i] != detail::encode_general<e2m1_format>(input[i], round_nearest_even{},
+                                                                  saturate_finite{});
+  CHECK(input.size() > 50000);
+  CHECK(mismatches == 0);
 }
