@@ -5,7 +5,9 @@
 //     selected bytes; warp_tile::coord_of is a bijection onto WarpM × WarpN;
 //  2. the in-register E2M1 → BF16 dequantization is exact for every scale code of UE4M3, UE5M3 and
 //     UE8M0, every E2M1 code and every nibble position, bit for bit (signs and zeros included),
-//     NaN scales giving NaN;
+//     NaN scales giving NaN; every scale code's multiplier words are those of the rule in
+//     cuda/warp/dequant.hpp, derived here from the code's value alone; the same for two user
+//     formats (IEEE-style UE5M3 with an Inf code, and a UE4M3 without subnormals);
 //  3. warp_tile::step on operands staged as in shared memory reproduces gemm::reference: bit for
 //     bit where every partial sum is a float, within a stated bound for quantized random data, and
 //     NaN block scales poison exactly their row (column);
@@ -216,20 +218,62 @@ unsigned nibble(std::uint32_t q, int n) {
   return (q >> (4 * n)) & 15u;
 }
 
+/// The multiplier words of a scale code by the rule of cuda/warp/dequant.hpp's file comment,
+/// derived from the code's value S alone: S · 2^fold as a bf16 in both halves of the first word
+/// (the second is 0); for UE8M0 (S = 2^k) the factors 2^x1 and 2^x2 with x = k + fold = x1 + x2
+/// and x2 = floor(x / 2); a NaN code 0x7FC0 and an Inf code 0x7F80 in both halves of both words.
 template <class Scale>
-void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int expected_nans) {
+warp::scale_multiplier expected_multiplier(std::uint8_t code) {
+  using rule = warp::dequant_scale<Scale>;
+  const auto both_halves = [](std::uint16_t half) { return std::uint32_t{half} * 0x00010001u; };
+  const auto s = Scale::from_bits(code);
+  const double scale = static_cast<double>(static_cast<float>(s));
+  if (s.is_nan())
+    return {both_halves(0x7FC0u), both_halves(0x7FC0u)};
+  if (std::isinf(scale))
+    return {both_halves(0x7F80u), both_halves(0x7F80u)};
+  if (rule::multiplies == 1)
+    return {both_halves(exact_bf16_bits(std::ldexp(scale, rule::fold), false)), 0u};
+  const int x = std::ilogb(scale) + rule::fold;
+  const int x2 = static_cast<int>(std::floor(x / 2.0)), x1 = x - x2;
+  return {both_halves(exact_bf16_bits(std::ldexp(1.0, x1), false)),
+          both_halves(exact_bf16_bits(std::ldexp(1.0, x2), false))};
+}
+
+/// A user's format: UE4M3 without subnormals (exponent field 0 is the binade of 2^-7, code 0 is
+/// 2^-7, no zero), which `dequant_scale` must read as a normal binade.
+struct ue4m3_without_subnormals_format {
+  static constexpr int exponent_bits = 4;
+  static constexpr int mantissa_bits = 3;
+  static constexpr int bias = 7;
+  static constexpr bool is_signed = false;
+  static constexpr bool has_subnormals = false;
+  static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
+};
+using ue4m3_without_subnormals = minifloat<ue4m3_without_subnormals_format>;
+
+template <class Scale>
+void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int expected_nans,
+                              int expected_infinities = 0) {
   using rule = warp::dequant_scale<Scale>;
   CHECK(rule::offset == expected_offset);
   CHECK(rule::multiplies == expected_multiplies);
   const double unoffset = std::ldexp(1.0, rule::offset);
-  mismatches bits, values;
-  int nan_codes = 0;
+  mismatches words, bits, values;
+  int nan_codes = 0, infinite_codes = 0;
   for (int code = 0; code < 256; ++code) {
     const auto s = Scale::from_bits(static_cast<std::uint8_t>(code));
     const bool nan = s.is_nan();
     nan_codes += nan;
     const double scale = static_cast<double>(static_cast<float>(s));
+    const bool infinite = std::isinf(scale);
+    infinite_codes += infinite;
     const warp::scale_multiplier m = rule::multiplier(static_cast<std::uint8_t>(code));
+    const warp::scale_multiplier want = expected_multiplier<Scale>(static_cast<std::uint8_t>(code));
+    words.expect(m.first == want.first && m.second == want.second, [&](std::ostream& o) {
+      o << "scale code " << code << " (value " << scale << "): multipliers 0x" << std::hex
+        << m.first << ", 0x" << m.second << "; expected 0x" << want.first << ", 0x" << want.second;
+    });
     for (unsigned c = 0; c < 16; ++c)
       for (int position = 0; position < 8; ++position) {
         const std::uint32_t q = word_with(c, position);
@@ -246,6 +290,12 @@ void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int 
             bits.expect(bf16_is_nan(got), describe);
             continue;
           }
+          if (infinite) { // ±Inf with the element's sign, NaN for ±0 · Inf
+            bits.expect((e_code & 7u) == 0 ? bf16_is_nan(got)
+                                           : got == ((e_code & 8u) != 0 ? 0xFF80u : 0x7F80u),
+                        describe);
+            continue;
+          }
           // Exact in double: E2M1 values have two significant bits, the scales at most four.
           const double exact = static_cast<double>(static_cast<float>(
                                    e2m1::from_bits(static_cast<std::uint8_t>(e_code)))) *
@@ -260,6 +310,10 @@ void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int 
       }
   }
   CHECK(nan_codes == expected_nans);
+  CHECK(infinite_codes == expected_infinities);
+  INFO(words.first);
+  CHECK(words.checked == 256);
+  CHECK(words.count == 0);
   INFO(bits.first);
   CHECK(bits.checked == 256 * 16 * 8 * 8);
   CHECK(bits.count == 0);
@@ -754,6 +808,27 @@ TEST_CASE("e2m1_pair and dequantize8 are exact for every scale and element code"
   }
   SECTION("UE8M0") {
     check_dequant_exhaustive<ue8m0>(4, 2, 1);
+  }
+  SECTION("user formats: IEEE-style UE5M3 (Inf 0xF8), UE4M3 without subnormals") {
+    check_dequant_exhaustive<ue5m3_ieee>(26, 1, 7, 1);
+    check_dequant_exhaustive<ue4m3_without_subnormals>(26, 1, 2);
+  }
+  SECTION("multiplier words, derived by hand") {
+    // UE4M3 1.0 (0x38) → 2^100: bf16 exponent field 227, 0x7180. Its smallest subnormal 2^-9
+    // (0x01) → 2^91 (0x6D00), and 0x07 = 7 · 2^-9 = 1.75 · 2^-7 → 1.75 · 2^93 (0x6E60). Bit 7 is
+    // not UE4M3's: 0xB8 is 0x38. UE8M0 2^0 (127): x = 122 = 61 + 61, bf16 0x5E00 twice; 2^-127
+    // (0): x = -5 = -2 + -3, 0x3E80 and 0x3E00.
+    CHECK(warp::dequant_scale<ue4m3>::multiplier(0x38).first == 0x71807180u);
+    CHECK(warp::dequant_scale<ue4m3>::multiplier(0x01).first == 0x6D006D00u);
+    CHECK(warp::dequant_scale<ue4m3>::multiplier(0x07).first == 0x6E606E60u);
+    CHECK(warp::dequant_scale<ue4m3>::multiplier(0xB8).first == 0x71807180u);
+    CHECK(warp::dequant_scale<ue4m3>::multiplier(0x00).first == 0u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(127).first == 0x5E005E00u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(127).second == 0x5E005E00u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(0).first == 0x3E803E80u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(0).second == 0x3E003E00u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(255).first == 0x7FC07FC0u);
+    CHECK(warp::dequant_scale<ue8m0>::multiplier(255).second == 0x7FC07FC0u);
   }
   SECTION("signed zeros, derived by hand") {
     // A zero UE4M3 scale (code 0): +1 · 0 = +0, −1 · 0 = −0 (sign(e) · sign(S), S unsigned).
