@@ -25,13 +25,14 @@
 #include "block/scale_rule.hpp"
 #include "block/tensor_scale.hpp"
 
+#include "contract/output_checks.hpp"
+#include "contract/quantize_options.hpp"
 #include "host/dequantize.hpp"
 #include "host/gemm_float.hpp"
 #include "host/gemm_reference.hpp"
 #include "host/hadamard_rows.hpp"
 #include "host/metrics.hpp"
 #include "host/quantize.hpp"
-#include "host/quantize_options.hpp"
 #include "host/quantized_matrix.hpp"
 #include "host/thread_pool.hpp"
 

@@ -2,7 +2,8 @@
 /// `device_quantized_matrix<BlockFormat>`: a quantized matrix in device memory — elements, block
 /// scales and the decode scale in one stream-ordered allocation (`cudaMallocAsync`, freed with
 /// `cudaFreeAsync` on the same stream) — that hands out the same `quantized_view` the host's
-/// `quantized_matrix` does, and stream-ordered copies to and from a host `quantized_matrix`.
+/// `quantized_matrix` does, and stream-ordered copies to and from a quantized matrix in host
+/// memory (a `quantized_view` of it, or a host `quantized_matrix`, without including host/).
 /// Move-only. Allocation failures throw `cuda::error`; copies return a status.
 #pragma once
 
@@ -15,7 +16,6 @@
 #include <utility>
 
 #include "../block/quantized_view.hpp"
-#include "../host/quantized_matrix.hpp"
 #include "runner.cuh"
 #include "status.hpp"
 
@@ -116,26 +116,34 @@ public:
                                                         decode_scale());
   }
 
-  /// Copies `host` (same shape) into this matrix, in the order of `stream`. `host` must stay
-  /// alive and unchanged until the stream reaches the copy.
-  [[nodiscard]] status copy_from(const quantized_matrix<BlockFormat>& host, cudaStream_t stream) {
+  /// Copies the host matrix `host` views (same shape) into this matrix, in the order of `stream`.
+  /// Its memory must stay alive and unchanged until the stream reaches the copy.
+  [[nodiscard]] status copy_from(const_quantized_view<BlockFormat> host, cudaStream_t stream) {
     if (host.shape() != shape_)
       return {errc::invalid_argument, "device_quantized_matrix::copy_from: the host matrix has "
                                       "another shape"};
-    const auto view = host.view();
-    return copy(elements(), view.elements(), scales(), view.scales(), decode_scale(),
-                view.decode_scale_data(), cudaMemcpyHostToDevice, stream);
+    return copy(elements(), host.elements(), scales(), host.scales(), decode_scale(),
+                host.decode_scale_data(), cudaMemcpyHostToDevice, stream);
+  }
+  /// copy_from for a host container that hands out views (a host `quantized_matrix`).
+  template <class Host, class View = decltype(std::declval<const Host&>().view())>
+  [[nodiscard]] status copy_from(const Host& host, cudaStream_t stream) {
+    return copy_from(const_quantized_view<BlockFormat>(host.view()), stream);
   }
 
-  /// Copies this matrix into `host` (same shape), in the order of `stream`: synchronise the
-  /// stream before reading `host`.
-  [[nodiscard]] status copy_to(quantized_matrix<BlockFormat>& host, cudaStream_t stream) const {
+  /// Copies this matrix into the host matrix `host` views (same shape), in the order of
+  /// `stream`: synchronise the stream before reading it.
+  [[nodiscard]] status copy_to(quantized_view<BlockFormat> host, cudaStream_t stream) const {
     if (host.shape() != shape_)
       return {errc::invalid_argument, "device_quantized_matrix::copy_to: the host matrix has "
                                       "another shape"};
-    const auto view = host.view();
-    return copy(view.elements(), elements(), view.scales(), scales(), view.decode_scale_data(),
+    return copy(host.elements(), elements(), host.scales(), scales(), host.decode_scale_data(),
                 decode_scale(), cudaMemcpyDeviceToHost, stream);
+  }
+  /// copy_to for a host container that hands out views (a host `quantized_matrix`).
+  template <class Host, class View = decltype(std::declval<Host&>().view())>
+  [[nodiscard]] status copy_to(Host& host, cudaStream_t stream) const {
+    return copy_to(quantized_view<BlockFormat>(host.view()), stream);
   }
 
 private:

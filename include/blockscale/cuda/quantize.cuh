@@ -17,7 +17,7 @@
 
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_view.hpp"
-#include "../host/quantize_options.hpp"
+#include "../contract/quantize_options.hpp"
 #include "buffer.cuh"
 #include "launch.hpp"
 #include "runner.cuh"

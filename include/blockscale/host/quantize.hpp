@@ -33,8 +33,9 @@
 #include "../block/quantized_view.hpp"
 #include "../block/tensor_scale.hpp"
 #include "../config.hpp"
+#include "../contract/output_checks.hpp"
+#include "../contract/quantize_options.hpp"
 #include "quantize_fast.hpp"
-#include "quantize_options.hpp"
 #include "quantize_reference.hpp"
 #include "quantized_matrix.hpp"
 #include "simd.hpp"
@@ -49,35 +50,10 @@ struct quantize_pair_stats {
   quantize_stats columnwise;
 };
 
+static_assert(quantize_options::max_threads == thread_pool::max_threads,
+              "the contract's thread limit is the pool's");
+
 namespace detail {
-
-inline std::string shape_string(std::size_t rows, std::size_t cols) {
-  return std::to_string(rows) + " x " + std::to_string(cols);
-}
-
-/// Throws std::invalid_argument unless `out` is the matrix that quantizing x with `params`
-/// produces: its size, blocks, layout, direction and transform, each named when it differs.
-template <class BlockFormat>
-void check_output(const char* function, const char* name, const quantized_shape& out,
-                  const quantize_params& params) {
-  const quantized_shape& want = params.shape;
-  const auto fail = [&](const std::string& what) {
-    return std::invalid_argument(std::string(function) + ": " + name + " " + what);
-  };
-  if (out.columnwise != want.columnwise)
-    throw fail(std::string("is ") + (out.columnwise ? "columnwise" : "rowwise") +
-               " but the options say " + (want.columnwise ? "columnwise" : "rowwise"));
-  if (out.rows != want.rows || out.cols != want.cols)
-    throw fail("is " + shape_string(out.rows, out.cols) + ", quantizing x gives " +
-               shape_string(want.rows, want.cols));
-  if (out.blocks != want.blocks)
-    throw fail("has other block shapes than options.shape");
-  if (out.layout != want.layout)
-    throw fail("has another scale layout than options.layout");
-  if (out.hadamard != want.hadamard ||
-      (want.hadamard && out.transform.sign_mask() != want.transform.sign_mask()))
-    throw fail("disagrees with options.hadamard / options.transform");
-}
 
 /// Quantizes x into one checked output: the fast panels where the block size allows, else the
 /// reference loop; over `pool` or `threads`.
