@@ -9,8 +9,9 @@
 #                                 [--gemm-only | --no-gemm]
 #   scripts/cuda_static_report.sh --install-only
 #   --archs         architectures to compile for (default: 80 90 100a 120a, as CMake's default)
-#   --sass-arch     the architecture whose SASS is counted (default 90; "none" to skip)
-#   --all-kernels   every kernel the launchers can choose (269; about 3 minutes per architecture)
+#   --sass-arch     the architectures whose SASS is counted, side by side (default 90; e.g.
+#                   "90 100a 120a"; the first also gets the breakdowns; "none" to skip)
+#   --all-kernels   every kernel the launchers can choose (several minutes per architecture)
 #   --gemm-only     only the GEMM kernels (about 15 CPU-seconds per architecture)
 #   --no-gemm       only the kernels of kernels.cu
 #   --install-only  only install the tools (then the ctest blockscale_cuda_static runs, not skips)
@@ -141,10 +142,13 @@ for arch in $archs; do
   fi
 done
 if [[ $sass_arch != none ]] && ((quantize)); then
-  report+=(--sass-arch "sm_$sass_arch")
+  sass_list=""
+  for arch in $sass_arch; do sass_list+="sm_$arch "; done
+  report+=(--sass-arch "$sass_list")
 fi
 if [[ $sass_arch != none ]]; then
-  report+=(--gemm-breakdown-arch "sm_$sass_arch")
+  first_sass=${sass_arch%% *}
+  report+=(--gemm-breakdown-arch "sm_$first_sass")
 fi
 name=report$suffix
 ((quantize)) || name=report.gemm

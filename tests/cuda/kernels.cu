@@ -10,9 +10,10 @@
 // element roundings (nearest-even, stochastic), the pair kernel from one read, a policy step's
 // gated amax kernel and its quantize kernels with a completion action, the amax and dequantize
 // kernels — and hands each to the runner. The runner here is cuda::device_runner behind a filter:
-// it instantiates `program_kernel<Program>` only for the 77 programs worth compiling (all 269
-// take about 3 minutes per architecture, these 77 about 40 seconds), namely
-//   - quantize kernels whose scale rounding is the format's default rule's (nearest-even for
+// it instantiates the kernels of only the 113 programs worth compiling (96 quantize, 9 amax, 8
+// dequantize; about 90 seconds per architecture on 2 cores), namely
+//   - quantize kernels (each in its common-case and general variant, cuda/kernels/quantize.hpp)
+//     whose scale rounding is the format's default rule's (nearest-even for
 //     NVFP4 and UE5M3-FP4, down for the OCP rule of MXFP4 and MXFP8): the other two roundings
 //     change only the scale conversion;
 //   - among the policy steps' quantize kernels (those with a completion action), the nearest-even
@@ -64,8 +65,8 @@ struct stochastic<cuda::quantize_output<F, ScaleRounding, ElementRounding>>
 /// Whether the runner compiles a kernel for `Program` (see the top of this file).
 template <class Program>
 struct compiled : std::true_type {}; // amax and dequantize programs
-template <class T, class Row, class Column, class Completion>
-struct compiled<cuda::quantize_program<T, Row, Column, Completion>>
+template <class T, class Row, class Column, class Completion, class Case>
+struct compiled<cuda::quantize_program<T, Row, Column, Completion, Case>>
     : std::integral_constant<bool, default_scales<Row>::value && default_scales<Column>::value &&
                                        (std::is_same<Completion, cuda::no_completion>::value ||
                                         !(stochastic<Row>::value || stochastic<Column>::value))> {};
@@ -78,6 +79,13 @@ struct runner {
   cuda::status run(const Program& program, std::size_t ctas) {
     if constexpr (BLOCKSCALE_STATIC_ALL_KERNELS || compiled<Program>::value)
       return device.run(program, ctas);
+    else
+      return {cuda::errc::invalid_argument, "not compiled in the static-check build"};
+  }
+  template <class Program>
+  cuda::status run_looped(const Program& program, std::size_t ctas) {
+    if constexpr (BLOCKSCALE_STATIC_ALL_KERNELS || compiled<Program>::value)
+      return device.run_looped(program, ctas);
     else
       return {cuda::errc::invalid_argument, "not compiled in the static-check build"};
   }

@@ -181,6 +181,34 @@ TEST_CASE("random-bit fill bodies agree, across block-index carries", "[simd]") 
     }
 }
 
+TEST_CASE("rounding-bit fills agree with rounding_bits", "[simd]") {
+  splitmix64 rng{16};
+  // Block indices whose low word wraps inside a run of 16 blocks, and ordinary ones.
+  const std::uint64_t starts[] = {0,
+                                  1,
+                                  15,
+                                  16 * 0xFFFFFFF8ull,
+                                  16 * 0xFFFFFFF8ull + 5,
+                                  16 * 0x1FFFFFFF0ull + 1,
+                                  rng.next() >> 5,
+                                  rng.next() >> 5};
+  for (std::uint64_t first : starts)
+    for (std::size_t count : {0u, 1u, 15u, 16u, 17u, 255u, 256u, 257u, 271u, 600u, 3000u}) {
+      const std::uint64_t seed = rng.next(), offset = rng.next();
+      std::vector<std::uint32_t> portable(count + 1, 0xAAAAAAAAu), simd(count + 1, 0x55555555u);
+      portable[count] = simd[count] = 7; // the word after the run must stay untouched
+      detail::portable::fill_rounding_bits(seed, offset, first, count, portable.data());
+      detail::simd::fill_rounding_bits(seed, offset, first, count, simd.data());
+      INFO("first " << first << " count " << count);
+      CHECK(portable == simd);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += simd[i] != rounding_bits(seed, offset, first + i);
+      CHECK(wrong == 0);
+      CHECK(simd[count] == 7);
+    }
+}
+
 TEST_CASE("element encode bodies agree, nearest-even and stochastic", "[simd]") {
   compare_encode_bodies<nvfp4>(10);
   compare_encode_bodies<ue5m3_fp4>(11);

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bank_conflicts.hpp"
 #include "catch.hpp"
 #include "kernel_cases.hpp"
 #include "quantized_bytes.hpp"
@@ -182,6 +183,63 @@ TEMPLATE_TEST_CASE("the amax kernel equals measure_amax, and its tile amaxes the
 
 namespace {
 
+// The quantize kernels' shared tile (cuda/kernels/quantize.hpp): every warp's 16-byte stores in
+// the rows pass and 4-byte loads in the columns pass, through the program's own tile_word and lane
+// maps, must be free of bank conflicts.
+template <class Program>
+void check_tile_banks() {
+  if constexpr (Program::transposes) {
+    constexpr int unit_words = Program::unit_words;
+    for (int w = 0; w < Program::warps; ++w) {
+      for (int i = 0; i < Program::units_per_warp; ++i)
+        for (int chunk = 0; chunk < unit_words; chunk += 4) {
+          lane_offsets stores{};
+          for (int lane = 0; lane < 32; ++lane) {
+            const int word = Program::rows_pass_col(w, lane) / Program::per_word + chunk;
+            stores[static_cast<std::size_t>(lane)] =
+                4 * Program::tile_word(Program::rows_pass_row(w, lane, i), word);
+          }
+          INFO("warp " << w << ", unit " << i << ", chunk " << chunk / 4);
+          CHECK(worst_bank_load(stores, unit_words % 4 == 0 ? 16 : 4) == 1);
+        }
+      constexpr int b = Program::column_block;
+      for (int k = 0; k < Program::column_rows / b; ++k)
+        for (int j = 0; j < b; ++j) {
+          lane_offsets loads{};
+          for (int lane = 0; lane < 32; ++lane)
+            loads[static_cast<std::size_t>(lane)] =
+                4 * Program::tile_word(Program::columns_pass_row(w, lane, k, b) + j,
+                                       Program::columns_pass_word(w, lane));
+          INFO("warp " << w << ", block " << k << ", row " << j);
+          CHECK(worst_bank_load(loads, 4) == 1);
+        }
+    }
+  }
+}
+
+template <class T>
+void check_tile_banks_for() {
+  using none = cuda::no_quantize_output;
+  using nv = cuda::quantize_output<nvfp4, round_nearest_even, round_nearest_even>;
+  using mx = cuda::quantize_output<mxfp4, round_down, round_nearest_even>;
+  using mx8 = cuda::quantize_output<mxfp8, round_down, round_nearest_even>;
+  check_tile_banks<cuda::quantize_program<T, none, nv>>();
+  check_tile_banks<cuda::quantize_program<T, none, mx>>();
+  check_tile_banks<cuda::quantize_program<T, nv, nv>>();
+  check_tile_banks<cuda::quantize_program<T, mx, mx>>();
+  check_tile_banks<cuda::quantize_program<T, mx8, mx8>>();
+}
+
+} // namespace
+
+TEST_CASE("the quantize kernels' shared tile is free of bank conflicts", "[cuda][emulation]") {
+  check_tile_banks_for<bfloat16>();
+  check_tile_banks_for<float16>();
+  check_tile_banks_for<float>();
+}
+
+namespace {
+
 template <class F, class T>
 void check_dequantize(const quantized_matrix<F>& q, bool padded, std::size_t extra_ld) {
   emulation::host_runner runner;
@@ -226,6 +284,39 @@ void check_dequantize_format() {
 TEMPLATE_TEST_CASE("the dequantize kernel equals dequantize", "[cuda][emulation]", nvfp4, mxfp4,
                    ue5m3_fp4, mxfp8) {
   check_dequantize_format<TestType>();
+}
+
+// Every scale code with every element code, under decode scales that keep every product normal,
+// push it to subnormals or past FLT_MAX, or leave the short body (s_dec · 2^d overflowing, NaN,
+// Inf): the kernel's short body (E2M1) and its value-by-value path against the host's dequantize.
+// UE8M0 codes from 253 up overflow v · S in the reference's float; the short body must not
+// differ there.
+TEMPLATE_TEST_CASE("the dequantize kernel equals dequantize for every scale and element code",
+                   "[cuda][emulation]", nvfp4, mxfp4, ue5m3_fp4, mxfp8) {
+  using F = TestType;
+  constexpr std::size_t b = F::block_size;
+  const float decode_scales[] = {1.0f,     0.25f,    0x1p-140f, 1e-30f,   3e30f,
+                                 0x1p100f, 0x1p103f, 0.0f,      INFINITY, NAN};
+  for (scale_layout layout : {scale_layout::row_major, scale_layout::tensor_core})
+    for (std::size_t cols : {b * 64, b * 64 + 5}) {
+      quantize_options options;
+      options.layout = layout;
+      quantized_matrix<F> q(quantized_shape_for(256, cols, options));
+      const quantized_view<F> v = q.view();
+      for (std::size_t r = 0; r < v.rows(); ++r) {
+        for (std::size_t kb = 0; kb < v.blocks_per_row(); ++kb)
+          v.scales()[v.scale_index(r, kb)] = static_cast<std::uint8_t>(r + 3 * kb);
+        for (std::size_t i = 0; i < v.row_bytes(); ++i)
+          v.row(r)[i] = static_cast<std::uint8_t>(7 * r + 13 * i);
+      }
+      for (float s_dec : decode_scales) {
+        INFO("layout " << static_cast<int>(layout) << ", cols " << cols << ", s_dec " << s_dec);
+        *v.decode_scale_data() = s_dec;
+        check_dequantize<F, float>(q, false, 0);
+        check_dequantize<F, bfloat16>(q, false, 0);
+        check_dequantize<F, float16>(q, false, 3);
+      }
+    }
 }
 
 namespace {

@@ -401,7 +401,7 @@ TEST_CASE("stochastic rounding is reproducible and keyed by (seed, offset, eleme
         options.layout = scale_layout::row_major;
       }
       CHECK(quantize_reference<nvfp4>(view, options) == a);
-      // The documented keying: element (r, c) of q rounds with random_bits(seed, offset,
+      // The documented keying: element (r, c) of q rounds with rounding_bits(seed, offset,
       // r · padded_cols + c), from the same scales as nearest-even rounding.
       std::size_t keyed_mismatch = 0;
       for (std::size_t r = 0; r < a.rows(); ++r)
@@ -412,7 +412,7 @@ TEST_CASE("stochastic rounding is reproducible and keyed by (seed, offset, eleme
           const float xv = columnwise ? x[c * cols + r] : x[r * cols + c];
           const float y = xv * factor_of(scale, a.decode_scale());
           const std::uint32_t bits =
-              random_bits(options.seed, options.offset, r * a.padded_cols() + c);
+              rounding_bits(options.seed, options.offset, r * a.padded_cols() + c);
           keyed_mismatch +=
               convert<e2m1>(y, round_stochastic{bits}).bits() != a.element(r, c).bits();
         }

@@ -90,6 +90,51 @@ TEST_CASE("random_bits is a word of the documented Philox block", "[random]") {
   }
 }
 
+TEST_CASE("rounding_bits is byte index % 16 of the Philox block index / 16", "[random]") {
+  SECTION("seed 0, offset 0, indices 0..15 are the bytes of the all-zero known answer") {
+    for (std::uint32_t i = 0; i < 16; ++i) {
+      const std::uint32_t byte = (known_answers[0].output[i / 4] >> (8 * (i % 4))) & 0xFFu;
+      CHECK(rounding_bits(0, 0, i) == byte << 24);
+    }
+    STATIC_REQUIRE(rounding_bits(0, 0, 0) == (0x6627e8d5u << 24));
+  }
+  SECTION("every word of the seed, offset and index reaches the counter and key") {
+    const std::uint64_t seeds[] = {0, 1, 0x299f31d0a4093822u, 0xffffffff00000000u, ~0ull};
+    const std::uint64_t offsets[] = {0, 1, 0x0370734413198a2eu, 0x100000000u, ~0ull};
+    const std::uint64_t indices[] = {
+        0, 1, 5, 15, 16, 31, 0xfffffffffu, 0x1000000000u, 0x100000000eu, ~0ull - 16, ~0ull};
+    for (auto seed : seeds) {
+      for (auto offset : offsets) {
+        for (auto index : indices) {
+          // The counter of block index / 16, built here rather than by the header's helpers.
+          const std::uint64_t block_index = index / 16;
+          const counter c{{static_cast<std::uint32_t>(block_index),
+                           static_cast<std::uint32_t>(block_index >> 32),
+                           static_cast<std::uint32_t>(offset),
+                           static_cast<std::uint32_t>(offset >> 32)}};
+          const counter block = philox4x32_10::generate(c, key_for(seed));
+          const std::uint32_t byte = (block[(index % 16) / 4] >> (8 * (index % 4))) & 0xFFu;
+          CHECK(rounding_bits(seed, offset, index) == byte << 24);
+        }
+      }
+    }
+  }
+  SECTION("fill_rounding_bits equals rounding_bits on runs of every alignment") {
+    for (std::uint64_t first :
+         {std::uint64_t{0}, std::uint64_t{3}, std::uint64_t{16}, (std::uint64_t{1} << 36) - 21}) {
+      for (std::size_t count : {0u, 1u, 15u, 16u, 40u, 100u}) {
+        std::vector<std::uint32_t> out(count + 1, 0xABCDEF01u);
+        fill_rounding_bits(11, 12, first, count, out.data());
+        int wrong = 0;
+        for (std::size_t i = 0; i < count; ++i)
+          wrong += out[i] != rounding_bits(11, 12, first + i);
+        CHECK(wrong == 0);
+        CHECK(out[count] == 0xABCDEF01u);
+      }
+    }
+  }
+}
+
 TEST_CASE("philox_stream matches random_bits on consecutive indices", "[random]") {
   const std::uint64_t seed = 0x0123456789abcdefu;
   const std::uint64_t offset = 0xfedcba9876543210u;

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "bank_conflicts.hpp"
 #include "catch.hpp"
 #include "splitmix64.hpp"
 
@@ -577,32 +578,6 @@ void check_warp_tile(const char* name, std::uint64_t seed) {
 
 // ---------------------------------------------------------------------------------------------
 // 4. Bank conflicts
-
-/// Byte offsets of one warp-wide shared-memory load, one per lane.
-using lane_offsets = std::array<int, 32>;
-
-/// The worst number of distinct 4-byte words one bank must serve in one phase of a warp-wide
-/// shared load of `access_bytes` per lane (32 banks of 4-byte words, bank = (byte / 4) % 32;
-/// 8-byte accesses are served in phases of 16 lanes, 16-byte ones in phases of 8, narrower ones
-/// in one phase of 32). 1 means conflict-free (lanes reading the same word share it). Returns a
-/// large value for a misaligned access (a fault on the device).
-int worst_bank_load(const lane_offsets& offsets, int access_bytes) {
-  const int phase_lanes = access_bytes == 16 ? 8 : access_bytes == 8 ? 16 : 32;
-  int worst = 0;
-  for (int phase = 0; phase < 32; phase += phase_lanes) {
-    std::set<int> words[32];
-    for (int lane = phase; lane < phase + phase_lanes; ++lane) {
-      const int offset = offsets[static_cast<std::size_t>(lane)];
-      if (offset < 0 || offset % access_bytes != 0)
-        return 1000;
-      for (int byte = offset; byte < offset + std::max(access_bytes, 1); byte += 4)
-        words[(byte / 4) % 32].insert(byte / 4);
-    }
-    for (const auto& bank : words)
-      worst = std::max(worst, static_cast<int>(bank.size()));
-  }
-  return worst;
-}
 
 /// Worst bank load over the bf16 path's loads of one operand tile (`rows` rows, a multiple of 8):
 /// per row group h and atom row (A: 16i + g + 8h; B: 8j + g), the 8-byte element load and the

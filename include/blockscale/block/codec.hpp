@@ -14,8 +14,9 @@
 ///   q      = Element(x · f_b)                  nearest-even or stochastic       encode_element
 ///   a block whose S_b is zero or NaN stores zero codes                          keeps_elements
 ///   decoded value = (float(q) · float(S_b)) · s_dec                             decode_value
-/// Stochastic rounding draws element (r, c) of the quantized matrix from
-/// random_bits(seed, offset, r · padded_cols + c) (random_index).
+/// Stochastic rounding rounds element (r, c) of the quantized matrix with the 8 random bits of
+/// rounding_bits(seed, offset, r · padded_cols + c) (random_index; numeric/random.hpp): one
+/// Philox4x32-10 call per 16 elements.
 #pragma once
 
 #include <cfloat>
@@ -89,11 +90,113 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr float capped(float scale
   return scaled < FLT_MAX ? scaled : (scaled == scaled ? FLT_MAX : scaled);
 }
 
-/// The block scale code S_b for amax_b · m (before capping), rounded with `rounding`.
-template <class Scale, class Rounding>
+} // namespace codec
+
+namespace detail {
+
+/// Whether a scale format's nearest-even codes can come from one float addition
+/// (scale_code_nearest_by_addition): an unsigned format whose smallest normal power of two is a
+/// normal float.
+template <class Format>
+inline constexpr bool nearest_by_addition =
+    !format_traits<Format>::is_signed && format_traits<Format>::mantissa_bits >= 1 &&
+    format_traits<Format>::mantissa_bits <= 20 && format_traits<Format>::min_exponent >= -126;
+
+/// Whether a scale format is float's exponent field alone (UE8M0: 8 bits, bias 127, no mantissa,
+/// no zero, NaN 0xFF), so that directed roundings are shifts of the float's bits.
+template <class Format>
+inline constexpr bool float_exponent_field =
+    !format_traits<Format>::is_signed && format_traits<Format>::mantissa_bits == 0 &&
+    format_traits<Format>::exponent_bits == 8 && format_traits<Format>::bias == 127 &&
+    !format_traits<Format>::has_subnormals &&
+    format_traits<Format>::nonfinite == nonfinite_encoding::nan_only;
+
+/// min(s, bound) for a number `bound`, and a NaN when s is NaN (PTX `min.NaN.f32` on the device:
+/// one instruction; which NaN does not matter to its callers).
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE float min_keeping_nan(float s, float bound) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float d;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(s), "f"(bound));
+  return d;
+#else
+  return s <= bound ? s : (s == s ? bound : s);
+#endif
+}
+
+/// convert<Format>(min(s, FLT_MAX), round_nearest_even{}).bits() for s >= +0 or NaN, by one float
+/// addition (an exhaustive test checks every such float). With c = min(s, max) (NaN kept) and
+/// 2^e = the binade of max(c, 2^min_exponent), c + 1.5 · 2^(e + 23 - M) rounds c to a multiple of
+/// the format's quantum 2^(e - M) there, ties to even, exactly as the format rounds; the sum's low
+/// bits count those quanta k, and the code is ((e - min_exponent) << M) + k, a carry into the next
+/// binade included.
+template <class Format>
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE std::uint8_t
+scale_code_nearest_by_addition(float s) noexcept {
+  using traits = format_traits<Format>;
+  constexpr int m = traits::mantissa_bits;
+  constexpr float max = decode<Format>(traits::max_code);
+  constexpr float min_normal = exp2i(traits::min_exponent);
+  constexpr float magic_factor = 1.5f * exp2i(23 - m);
+  // The code is sum - 2^e + ((e - min_exponent) << M) less the magic's own bits, in integers.
+  constexpr std::uint32_t offset = (static_cast<std::uint32_t>(23 - m) << 23) + 0x00400000u +
+                                   (static_cast<std::uint32_t>(127 + traits::min_exponent) << m);
+  const float c = min_keeping_nan(s, max);          // above max (Inf too): max; NaN stays NaN
+  const float q = c >= min_normal ? c : min_normal; // NaN: min_normal (only its binade is used)
+  const std::uint32_t power = bit_cast<std::uint32_t>(q) & 0x7F800000u;
+  const float sum = c + bit_cast<float>(power) * magic_factor; // exact product
+  std::uint32_t code = bit_cast<std::uint32_t>(sum) - power + (power >> (23 - m)) - offset;
+  if constexpr (!traits::has_subnormals) { // field 0 is the smallest normal binade, no zero
+    code -= 1u << m;
+    code = static_cast<std::int32_t>(code) < 0 ? 0u : code;
+  }
+  constexpr std::uint8_t nan = traits::has_nan ? traits::nan_code : traits::max_code;
+  return c == c ? static_cast<std::uint8_t>(code) : nan;
+}
+
+/// convert<Format>(min(s, FLT_MAX), round_down{}).bits() for a float_exponent_field format and
+/// s >= +0 or NaN: the float's exponent field (0 below 2^-126, where 2^-127 is the only value not
+/// above s; 0xFF for NaN).
 BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint8_t
-scale_code(float scaled, Rounding rounding) noexcept {
-  return convert<Scale>(capped(scaled), rounding).bits();
+exponent_field_down(float s) noexcept {
+  return static_cast<std::uint8_t>(bit_cast<std::uint32_t>(codec::capped(s)) >> 23);
+}
+
+/// As exponent_field_down, rounding up: the field of the bits plus one less than a binade's
+/// quantum (so any nonzero mantissa carries into the next field), 2^-127 for s <= 2^-127, the max
+/// 2^127 for anything above it, 0xFF for NaN.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE BLOCKSCALE_BIT_CAST_CONSTEXPR std::uint8_t
+exponent_field_up(float s) noexcept {
+  const float c = codec::capped(s);
+  const std::uint32_t b = bit_cast<std::uint32_t>(c);
+  // Below 2^-126 the values are 2^-127 · (b / 2^22): up to 2^-127 (b <= 2^22) gives code 0.
+  const std::uint32_t field = (b + (b < 0x00800000u ? 0x003FFFFFu : 0x007FFFFFu)) >> 23;
+  return c == c ? static_cast<std::uint8_t>(field < 0xFEu ? field : 0xFEu) : std::uint8_t{0xFF};
+}
+
+} // namespace detail
+
+namespace codec {
+
+/// The block scale code S_b for amax_b · m (before capping; >= +0 or NaN, as a block's amax times
+/// a positive multiplier always is), rounded with `rounding`: convert<Scale>(capped(scaled),
+/// rounding).bits(). The scale formats of the presets take shorter bodies with the same codes
+/// (nearest-even by one float addition; UE8M0's directed roundings on the float's bits).
+template <class Scale, class Rounding>
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE std::uint8_t scale_code(float scaled,
+                                                                      Rounding rounding) noexcept {
+  using format = typename Scale::format;
+  if constexpr (std::is_same<Rounding, round_nearest_even>::value &&
+                detail::nearest_by_addition<format>) {
+    return detail::scale_code_nearest_by_addition<format>(scaled);
+  } else if constexpr (std::is_same<Rounding, round_down>::value &&
+                       detail::float_exponent_field<format>) {
+    return detail::exponent_field_down(scaled);
+  } else if constexpr (std::is_same<Rounding, round_up>::value &&
+                       detail::float_exponent_field<format>) {
+    return detail::exponent_field_up(scaled);
+  } else {
+    return convert<Scale>(capped(scaled), rounding).bits();
+  }
 }
 
 /// Whether amax_b · m (before capping) would round, under `Rounding` and with an unbounded
@@ -193,7 +296,7 @@ encode_element(float x, float factor, Rounding rounding) noexcept {
   return convert<Element>(x * factor, rounding).bits();
 }
 
-/// The stochastic-rounding word of element (r, c) is random_bits(seed, offset, this).
+/// The stochastic-rounding word of element (r, c) is rounding_bits(seed, offset, this).
 BLOCKSCALE_HOST_DEVICE constexpr std::uint64_t random_index(std::size_t r, std::size_t c,
                                                             std::size_t padded_cols) noexcept {
   return static_cast<std::uint64_t>(r) * padded_cols + c;

@@ -19,8 +19,8 @@
 #include "../block/matrix_view.hpp"
 #include "../block/quantize_params.hpp"
 #include "../block/quantized_view.hpp"
-#include "../host/quantize.hpp"
-#include "../host/quantize_options.hpp"
+#include "../contract/output_checks.hpp"
+#include "../contract/quantize_options.hpp"
 #include "kernels/amax.hpp"
 #include "kernels/dequantize.hpp"
 #include "kernels/quantize.hpp"
@@ -115,17 +115,48 @@ template <class Runner, class Program>
   return runner.run(program, ctas);
 }
 
+/// Whether an output's launch fits the common case (common_case, cuda/kernels/quantize.hpp): 1×B
+/// blocks, row-major scales, no transform, no counters.
+template <class Output>
+bool common_output(const Output& output) noexcept {
+  if constexpr (Output::enabled) {
+    const quantized_shape& shape = output.params.shape;
+    return shape.blocks == block_shape::rowwise && shape.layout == scale_layout::row_major &&
+           !shape.hadamard && output.stats == nullptr;
+  } else {
+    return true;
+  }
+}
+
+/// Queues the quantize program for x and the two outputs (either may be no_quantize_output): the
+/// common-case instantiation when the launch allows it, else the general one. A persistent grid:
+/// at most the runner's persistent CTAs, at least one (it writes the decode scales).
 template <class Runner, class T, class Row, class Column, class Completion = no_completion>
 [[nodiscard]] status run_quantize(Runner& runner, matrix_view<const T> x, const Row& row,
                                   const Column& column, std::uint32_t* done = nullptr,
                                   Completion completion = {}) {
-  quantize_program<T, Row, Column, Completion> program;
-  program.x = x;
-  program.rowwise = row;
-  program.columnwise = column;
-  program.done = done;
-  program.completion = completion;
-  return run_sized(runner, program, program.grid_size());
+  const bool aligned = x.empty() || (is_aligned(x.data(), 16) && x.ld() * sizeof(T) % 16 == 0);
+  const auto run = [&](auto variant) {
+    quantize_program<T, Row, Column, Completion, decltype(variant)> program;
+    program.x = x;
+    program.rowwise = row;
+    program.columnwise = column;
+    program.done = done;
+    program.completion = completion;
+    program.aligned = aligned;
+    const std::size_t tiles = program.tiles();
+    if (tiles > max_ctas)
+      return status{errc::too_large, "the launch needs " + std::to_string(tiles) +
+                                         " tiles, more than a grid-stride kernel counts"};
+    const std::size_t cap = runner.persistent_ctas();
+    const std::size_t ctas = tiles == 0 ? 1 : (tiles < cap ? tiles : cap);
+    return runner.run_looped(program, ctas);
+  };
+  if constexpr (std::is_same<Completion, no_completion>::value) {
+    if (aligned && done == nullptr && common_output(row) && common_output(column))
+      return run(common_case{});
+  }
+  return run(general_case{});
 }
 
 /// Whether two outputs round alike (the same scale and element rounding): then one kernel

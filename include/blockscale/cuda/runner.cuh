@@ -61,9 +61,9 @@ run_loop_phases(const Program& program, device_warp& warp, cta_coord cta,
 }
 } // namespace detail
 
-/// Runs one CTA of a *looped* program: `begin`, then `steps(cta)` times the phases
+/// Runs one CTA of a *looped* program: `begin`, a barrier, then `steps(cta)` times the phases
 /// `step<0..loop_phases-1>` with `__syncthreads()` between phases (not between steps: a step's
-/// first phase is what comes before its barrier), then `end`. Each thread keeps its
+/// first phase is what comes before its barrier), a barrier, then `end`. Each thread keeps its
 /// `warp_state<device_warp>` in registers throughout. Shared storage is dynamic, so it may pass
 /// 48 KiB.
 template <class Program>
@@ -74,9 +74,11 @@ __global__ void __launch_bounds__(Program::threads) looped_program_kernel(const 
   const cta_coord cta{blockIdx.x, gridDim.x};
   typename Program::template warp_state<device_warp> state;
   program.begin(warp, cta, shared, state);
+  __syncthreads(); // what begin put in shared memory is there for every warp
   const int steps = program.steps(cta);
   for (int step = 0; step < steps; ++step)
     detail::run_loop_phases<0>(program, warp, cta, shared, state, step);
+  __syncthreads(); // every warp is done with the steps before any runs end
   program.end(warp, cta, shared, state);
 }
 

@@ -135,8 +135,8 @@ void quantize_panel(const panel& p, const fast_output<BlockFormat>& job, quantiz
     const float* values = p.data + i * p.ld;
     std::uint8_t* dst = out.row(p.row0 + i) + codec::element_bytes<BlockFormat>(p.col0);
     if constexpr (stochastic) {
-      simd::fill_random_bits(params.seed, params.offset,
-                             codec::random_index(p.row0 + i, p.col0, padded), p.cols, random);
+      simd::fill_rounding_bits(params.seed, params.offset,
+                               codec::random_index(p.row0 + i, p.col0, padded), p.cols, random);
       simd::encode_row_stochastic<BlockFormat>(values, per_row, row_codes, job.table, random, dst);
     } else {
       simd::encode_row_nearest<BlockFormat>(values, per_row, row_codes, job.table, dst);

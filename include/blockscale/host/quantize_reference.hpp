@@ -64,8 +64,8 @@ quantize_stats quantize_groups_reference(matrix_view<const T> x, quantized_view<
         if constexpr (stochastic) {
           for (int j = 0; j < b; ++j)
             random[j] =
-                random_bits(params.seed, params.offset,
-                            codec::random_index(r, kb * b + static_cast<std::size_t>(j), padded));
+                rounding_bits(params.seed, params.offset,
+                              codec::random_index(r, kb * b + static_cast<std::size_t>(j), padded));
           codec::encode_block<BlockFormat>(values, decision.factor, decision.keep,
                                            codec::stochastic_rounding_from{random}, codes);
         } else {

@@ -46,10 +46,17 @@ inline std::uint32_t amax_bits(const float* values, std::size_t count) noexcept 
   return acc;
 }
 
-/// The stochastic-rounding words of `count` consecutive elements (numeric/random.hpp).
+/// The Philox words of `count` consecutive elements (numeric/random.hpp's random_bits).
 inline void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t first,
                              std::size_t count, std::uint32_t* out) noexcept {
   blockscale::fill_random_bits(seed, offset, first, count, out);
+}
+
+/// The stochastic-rounding words of `count` consecutive elements (numeric/random.hpp's
+/// rounding_bits).
+inline void fill_rounding_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t first,
+                               std::size_t count, std::uint32_t* out) noexcept {
+  blockscale::fill_rounding_bits(seed, offset, first, count, out);
 }
 
 /// amax patterns (codec::amax_bits) of `blocks` consecutive blocks of B values.
@@ -190,8 +197,8 @@ inline std::uint32_t amax_bits(const float* values, std::size_t count) noexcept 
   return body > tail ? body : tail;
 }
 
-/// detail::e2m1_nearest_even on 16 lanes: the same seven comparisons of |y| (false for NaN), the
-/// sign on top, NaN to code 0x7.
+/// detail::e2m1_nearest_even's codes on 16 lanes, by seven comparisons of |y| (false for NaN;
+/// AVX-512 compares into masks cheaply), the sign on top, NaN to code 0x7.
 inline __m512i e2m1_nearest_even(__m512 y) noexcept {
   const __m512i u = _mm512_castps_si512(y);
   const __m512 a = _mm512_castsi512_ps(magnitudes(y));
@@ -311,6 +318,30 @@ inline void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint
   for (; i + 64 <= count; i += 64)
     philox_16_blocks((first + i) / 4, offset, key, out + i);
   portable::fill_random_bits(seed, offset, first + i, count - i, out + i);
+}
+
+/// fill_rounding_bits with whole runs of 16 Philox blocks (256 elements) on 16 lanes, the rest by
+/// the portable loop.
+inline void fill_rounding_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t first,
+                               std::size_t count, std::uint32_t* out) noexcept {
+  constexpr std::size_t per_block = rounding_elements_per_block;
+  const std::size_t lead = static_cast<std::size_t>((per_block - first % per_block) % per_block);
+  if (count <= lead + 16 * per_block) {
+    portable::fill_rounding_bits(seed, offset, first, count, out);
+    return;
+  }
+  portable::fill_rounding_bits(seed, offset, first, lead, out);
+  std::size_t i = lead;
+  const uint2x32 key = detail::philox_key(seed);
+  alignas(64) std::uint32_t words[64];
+  for (; i + 16 * per_block <= count; i += 16 * per_block) {
+    philox_16_blocks((first + i) / per_block, offset, key, words);
+    std::uint32_t* to = out + i;
+    for (std::size_t w = 0; w < 64; ++w) // byte k of word w serves element 4w + k
+      for (std::size_t k = 0; k < 4; ++k)
+        to[4 * w + k] = (words[w] << (24 - 8 * k)) & 0xFF000000u;
+  }
+  portable::fill_rounding_bits(seed, offset, first + i, count - i, out + i);
 }
 
 /// Packs 16 codes (int32 lanes, each below 16) into 8 bytes, the even element in the low nibble,
@@ -476,6 +507,7 @@ using avx512::dequantize_row;
 using avx512::encode_row_nearest;
 using avx512::encode_row_stochastic;
 using avx512::fill_random_bits;
+using avx512::fill_rounding_bits;
 using avx512::row_block_amax;
 using avx512::transpose_tile;
 #else
@@ -484,6 +516,7 @@ using portable::dequantize_row;
 using portable::encode_row_nearest;
 using portable::encode_row_stochastic;
 using portable::fill_random_bits;
+using portable::fill_rounding_bits;
 using portable::row_block_amax;
 using portable::transpose_tile;
 #endif

@@ -69,9 +69,12 @@ encode_general(Float x, Rounding rounding, Overflow overflow) noexcept;
 /// |y| clamped to 6 and rounded to E2M1's grid by one float addition (the rule is explained at
 /// e2m1_nearest_even_by_addition below). NaN gives +6 (code 0x7), like CUDA's
 /// `__nv_cvt_float_to_fp4`. Bit-identical to the general routine below for every float (an
-/// exhaustive test checks all 2^32). This is the one E2M1 nearest-even encoder: `convert<e2m1>`,
-/// the quantizers' codec and the device all come here, and an architecture with a bit-identical
-/// conversion instruction replaces this body and nothing else. Device code runs
+/// exhaustive test checks all 2^32). This is the one scalar E2M1 nearest-even encoder:
+/// `convert<e2m1>`, the host quantizers' codec and scalar device code all come here, and an
+/// architecture with a bit-identical conversion instruction replaces this body and nothing else.
+/// (The device quantize kernels round a block at a time with block/codec_e2m1.hpp's register
+/// body, whose biased sums pack into a word without extracting each code; tests/exhaustive/
+/// exhaustive_codec.cpp checks it against convert<e2m1> on all 2^32 floats.) Device code runs
 /// e2m1_nearest_even_by_addition as written; the host form computes the same sum for
 /// vectorizers: no select that GCC could turn into a branch, no variable shift, and 32-bit values
 /// up to the one narrowing to the code. (GCC 12 narrows a sum of small terms, such as the seven

@@ -172,6 +172,56 @@ BLOCKSCALE_HOST_DEVICE inline void fill_random_bits(std::uint64_t seed, std::uin
     out[i] = random_bits(seed, offset, first + i);
 }
 
+/// Elements whose stochastic rounding one Philox block pays for: 16, 8 random bits each.
+inline constexpr std::uint64_t rounding_elements_per_block = 16;
+
+/// Philox block `block` expanded into the rounding words of its 16 elements:
+/// out[4w + k] = byte k of word w, in the top byte of the word (the rest zero).
+BLOCKSCALE_HOST_DEVICE constexpr void expand_rounding_block(const uint4x32& block,
+                                                            std::uint32_t* out) noexcept {
+  for (std::size_t w = 0; w < 4; ++w)
+    for (std::size_t k = 0; k < 4; ++k)
+      out[4 * w + k] = (block[w] << (24 - 8 * k)) & 0xFF000000u;
+}
+
+/// The stochastic-rounding word of element `index` of the stream (seed, offset): 8 random bits on
+/// top, the rest zero. They are byte index % 16 of the Philox block of counter {lo32(index / 16),
+/// hi32(index / 16), lo32(offset), hi32(offset)} under key {lo32(seed), hi32(seed)}: byte k of
+/// word w serves element 16 · (index / 16) + 4w + k. One Philox call pays for 16 elements, and
+/// `round_stochastic{rounding_bits(...)}` rounds as PTX's `cvt.rs` does with that byte: away from
+/// zero with probability floor(256 · fraction) / 256, which is below the exact fraction by less
+/// than 2^-8 of a quantum.
+[[nodiscard]] BLOCKSCALE_HOST_DEVICE constexpr std::uint32_t
+rounding_bits(std::uint64_t seed, std::uint64_t offset, std::uint64_t index) noexcept {
+  const auto block =
+      philox4x32_10::generate(detail::philox_counter(index / rounding_elements_per_block, offset),
+                              detail::philox_key(seed));
+  const auto byte = static_cast<std::uint32_t>(index % 4);
+  const std::uint32_t word = detail::select_word(
+      block, static_cast<std::uint32_t>(index % rounding_elements_per_block) / 4);
+  return (word << (24 - 8 * byte)) & 0xFF000000u;
+}
+
+/// Writes `rounding_bits(seed, offset, first + i)` to `out[i]` for i < count, one Philox call per
+/// whole block of 16 elements.
+BLOCKSCALE_HOST_DEVICE inline void fill_rounding_bits(std::uint64_t seed, std::uint64_t offset,
+                                                      std::uint64_t first, std::size_t count,
+                                                      std::uint32_t* out) noexcept {
+  constexpr std::uint64_t per_block = rounding_elements_per_block;
+  const uint2x32 key = detail::philox_key(seed);
+  std::size_t i = 0;
+  for (; i < count && (first + i) % per_block != 0; ++i) // up to the first whole block
+    out[i] = rounding_bits(seed, offset, first + i);
+  const std::uint64_t first_block = (first + i) / per_block;
+  const std::size_t whole = (count - i) / per_block;
+  for (std::size_t n = 0; n < whole; ++n)
+    expand_rounding_block(
+        philox4x32_10::generate(detail::philox_counter(first_block + n, offset), key),
+        out + i + per_block * n);
+  for (i += per_block * whole; i < count; ++i) // the last partial block
+    out[i] = rounding_bits(seed, offset, first + i);
+}
+
 /// The words `random_bits(seed, offset, i)` for i = first_index, first_index + 1, ..., in order,
 /// calling Philox once per 4 words. Indices wrap modulo 2^64, as `random_bits`'s do.
 class philox_stream {

@@ -73,7 +73,35 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr std::uint32_t shift_down
 }
 inline constexpr std::uint32_t bf16x2_nan = 0x7FC07FC0u;      ///< quiet NaN in both halves
 inline constexpr std::uint32_t bf16x2_infinity = 0x7F807F80u; ///< +Inf in both halves
+/// The dequantized value is element · scale · 2^-offset: 4 for power-of-two scales (two
+/// multiplies), 26 otherwise (one).
+template <class Traits>
+inline constexpr int dequant_offset = Traits::mantissa_bits == 0 ? 4 : 26;
+/// One multiply by S · 2^fold (fold = 126 - offset) is exact when S has at most six significant
+/// bits (v · S fits bf16's eight), the smallest product stays on bf16's subnormal grid
+/// (fold >= -6 - lsb exponent) and the multiplier below 2^128 (fold <= 127 - max exponent).
+template <class Traits>
+constexpr bool single_multiplier_exact() noexcept {
+  constexpr int fold = 126 - dequant_offset<Traits>;
+  return Traits::mantissa_bits <= 5 &&
+         fold >= -6 - (Traits::min_exponent - Traits::mantissa_bits) &&
+         fold <= 127 - Traits::max_exponent;
+}
+/// The two-multiply rule is derived for UE8M0's layout.
+template <class Traits>
+constexpr bool two_multipliers_exact() noexcept {
+  return Traits::bias == 127 && Traits::exponent_bits == 8;
+}
 } // namespace detail
+
+/// Whether dequant_scale<Scale> exists: an unsigned scale format that one bf16 multiplier (or,
+/// for UE8M0, two) turns into exact products.
+template <class Scale>
+inline constexpr bool has_dequant_scale =
+    !format_traits<typename Scale::format>::is_signed &&
+    (format_traits<typename Scale::format>::mantissa_bits == 0
+         ? detail::two_multipliers_exact<format_traits<typename Scale::format>>()
+         : detail::single_multiplier_exact<format_traits<typename Scale::format>>());
 
 /// How `Scale` codes become bf16 multipliers (see the file comment).
 template <class Scale>
@@ -84,14 +112,11 @@ struct dequant_scale {
   /// bf16 multiplies per pair of elements.
   static constexpr int multiplies = power_of_two ? 2 : 1;
   /// The dequantized value is element · scale · 2^-offset.
-  static constexpr int offset = power_of_two ? 4 : 26;
+  static constexpr int offset = detail::dequant_offset<traits>;
   static constexpr int fold = 126 - offset; ///< the multiplier is S · 2^fold
-  // One multiply is exact when the smallest product stays on bf16's subnormal grid
-  // (fold >= -6 - lsb exponent) and the multiplier below 2^128 (fold <= 127 - max exponent).
-  static_assert(power_of_two || (fold >= -6 - (traits::min_exponent - traits::mantissa_bits) &&
-                                 fold <= 127 - traits::max_exponent),
+  static_assert(power_of_two || detail::single_multiplier_exact<traits>(),
                 "no single bf16 multiplier is exact for this scale format");
-  static_assert(!power_of_two || (traits::bias == 127 && traits::exponent_bits == 8),
+  static_assert(!power_of_two || detail::two_multipliers_exact<traits>(),
                 "the two-multiply rule is derived for UE8M0");
 
   /// The multipliers of `code` (bits above the format's are ignored), without a branch: the
