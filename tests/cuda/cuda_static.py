@@ -440,10 +440,10 @@ def command_check(args):
         for function, u in sorted(functions.items(), key=lambda kv: short_name(names[kv[0]])):
             ldl_stl = local.get(arch, {}).get(function, 0)
             known = known_spill(arch, short_name(names[function]), u)
-            if known:
+            if known and (u["STACK"] or ldl_stl):
                 print(f"  known, allowed: {arch}: {short_name(names[function])}: stack frame "
                       f"{u['STACK']} bytes, {ldl_stl} LDL/STL ({known})")
-            elif u["STACK"] or u["LOCAL"] or ldl_stl:
+            elif not known and (u["STACK"] or u["LOCAL"] or ldl_stl):
                 failures.append(f"{arch}: {short_name(names[function])}: stack frame "
                                 f"{u['STACK']} bytes, local {u['LOCAL']} bytes, {ldl_stl} LDL/STL "
                                 f"(registers {u['REG']})")
@@ -580,10 +580,12 @@ GEMM_COLUMNS = [
 # every run, never silently passed, and any other spill still fails. (arch regex, kernel regex,
 # bytes of stack frame, why.)
 KNOWN_SPILLS = [
-    (r"sm_(80|90)", r"quantize mxfp8 bf16 .*/rne", 8,
-     "MXFP8 nearest-even: ptxas spills one register (4 bytes) at 80 registers; open"),
-    (r"sm_120a", r"quantize nvfp4 f16 pair rne/rne", 8,
-     "NVFP4 from float16, pair, sm_120a: an 8-byte frame, 2 LDL/STL; open"),
+    (r"sm_(80|90)", r"quantize mxfp8 bf16 col down/rne$", 8,
+     "MXFP8 columnwise, common case: at 128 registers ptxas spills up to 12 bytes (a lane holds "
+     "a 32-row block's 32 words and 32 floats); open"),
+    (r"sm_120a", r"quantize mxfp4 bf16 pair down/sr$", 16,
+     "MXFP4 pair, stochastic, common case: ptxas keeps it at 128 registers and spills 20 bytes; "
+     "open"),
 ]
 
 
@@ -880,6 +882,16 @@ COLD_CALLS = re.compile(r"slowpath|div_u64|rem_u64|div_s64|rem_s64|udiv|urem")
 
 # Regions of the source, for the breakdown (first match, innermost frame first).
 REGIONS = [
+    ("dequantize: E2M1 x S in bf16 pairs (warp::dequantize8)",
+     Rule("cuda/warp/dequant.hpp", r".", "")),
+    ("dequantize: x s_dec and narrowing", Rule("cuda/kernels/dequantize.hpp",
+                                                r"\* wide_s_dec|narrow_pair|__floats2|"
+                                                r"bit_cast<std::uint32_t>\(decoded", "")),
+    ("dequantize: scale codes and the short-body test",
+     Rule("cuda/kernels/dequantize.hpp", r"codes\[k\]|short_body|is_finite|magnitude_mask|"
+          r"finite = ", "")),
+    ("dequantize: 16-byte loads and stores", Rule("cuda/kernels/dequantize.hpp",
+                                                   r"copy16|from \+ 4|to\) \+ 4", "")),
     ("Philox (stochastic bits)", Rule("numeric/random.hpp", r".", "")),
     ("E2M1 rounding: clamp, three roundings, minimum",
      Rule("block/codec_e2m1.hpp", r"e2m1_clamped_magnitude|fminf|a <= 6|magic|below_|up_to_6|"
@@ -1221,7 +1233,7 @@ BUDGET_ARCH = "sm_90"
 # Budgets not met yet: the ctest holds these kernels to a ceiling at today's count instead, so
 # that they cannot regress, and the report marks them (docs/cuda-static.md says why).
 UNMET = {}
-for _f, _scale in (("nvfp4", "rne"), ("ue5m3_fp4", "rne"), ("mxfp4", "down")):
+for _f, _scale in (("nvfp4", "rne"), ("ue5m3_fp4", "rne")):
     UNMET[f"quantize {_f} bf16 pair {_scale}/rne"] = 26.0
 
 
@@ -1243,7 +1255,7 @@ def budget_failures(functions, names, sources):
         a = analyse_per_element(functions[function], sources, short)
         figure = a["per_element"]
         limit = ceiling(short)
-        note = f", not met: ceiling {limit:g}" if short in UNMET else ""
+        note = f", not met: ceiling {limit:g}" if figure > budget else ""
         lines.append(f"  {short}: {figure:.2f} per element (budget {budget:g}{note})")
         for problem in a["problems"]:
             failures.append(f"{short}: {problem}")

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "status.hpp"
 #include "warp.hpp"
@@ -61,13 +62,25 @@ run_loop_phases(const Program& program, device_warp& warp, cta_coord cta,
 }
 } // namespace detail
 
+namespace detail {
+/// `Program::min_ctas_per_sm` where the program declares it, else 0 (the compiler's choice): the
+/// second argument of the looped kernel's `__launch_bounds__`, with which ptxas keeps each thread
+/// within 64 K / (threads · it) registers and does not go below that on its own.
+template <class Program, class = void>
+struct min_ctas_per_sm : std::integral_constant<int, 0> {};
+template <class Program>
+struct min_ctas_per_sm<Program, std::void_t<decltype(Program::min_ctas_per_sm)>>
+    : std::integral_constant<int, Program::min_ctas_per_sm> {};
+} // namespace detail
+
 /// Runs one CTA of a *looped* program: `begin`, a barrier, then `steps(cta)` times the phases
 /// `step<0..loop_phases-1>` with `__syncthreads()` between phases (not between steps: a step's
 /// first phase is what comes before its barrier), a barrier, then `end`. Each thread keeps its
 /// `warp_state<device_warp>` in registers throughout. Shared storage is dynamic, so it may pass
 /// 48 KiB.
 template <class Program>
-__global__ void __launch_bounds__(Program::threads) looped_program_kernel(const Program program) {
+__global__ void __launch_bounds__(Program::threads, detail::min_ctas_per_sm<Program>::value)
+    looped_program_kernel(const Program program) {
   extern __shared__ __align__(16) unsigned char looped_shared[];
   auto& shared = *reinterpret_cast<typename Program::shared_storage*>(looped_shared);
   device_warp warp;

@@ -394,6 +394,12 @@ struct quantize_program {
   static constexpr bool general = Case::general;
   static constexpr int warps = 8;
   static constexpr int threads = warps * warp_size;
+  /// Blocks of 16 in the common case are compiled for two CTAs (16 warps, 128 registers a
+  /// thread) per SM: left to itself ptxas chose 80 registers for the NVFP4 pair on sm_100a and
+  /// spilled. Blocks of 32 (a lane holds twice the values) and the general case (up to 255
+  /// registers) keep the compiler's choice: capped at 128 they spill.
+  static constexpr int min_ctas_per_sm =
+      !general && RowOutput::block_size <= 16 && ColumnOutput::block_size <= 16 ? 2 : 0;
   static constexpr int tile_rows = 64;
   static constexpr int tile_row_bytes = 512;
   static constexpr int tile_words = tile_row_bytes / 4; ///< 4-byte words per tile row
@@ -889,6 +895,7 @@ private:
     if constexpr (transposes) {
       constexpr int b = ColumnOutput::block_size;
       static_assert(column_rows % b == 0, "a column block lies inside the 32 rows a lane reads");
+      static_assert(b % 8 == 0, "a column block starts on a row whose swizzle is zero");
       const quantize_params& params = columnwise.params;
       // Columnwise, quantized row i is input column c0 + i and its K runs down the rows.
       using column_origin = tile_origin<typename ColumnOutput::format>;
@@ -905,9 +912,15 @@ private:
         warp.each([&](int lane) {
           const int word = columns_pass_word(warp.index(), lane);
           const int row = columns_pass_row(warp.index(), lane, k, b);
+          // row is a multiple of 8 (of b), so row + j swizzles as j % 8 does: tile_word(row + j,
+          // word) is a constant row offset from one of eight words, not b addresses to keep.
+          int swizzled[8];
+          BLOCKSCALE_UNROLL
+          for (int s = 0; s < 8; ++s)
+            swizzled[s] = row * tile_words + tile_word(s, word);
           BLOCKSCALE_UNROLL
           for (int j = 0; j < b; ++j)
-            w[lane].w[j] = shared.tile[tile_word(row + j, word)];
+            w[lane].w[j] = shared.tile[swizzled[j % 8] + (j - j % 8) * tile_words];
           if constexpr (per_word == 2) {
             detail::amax_bits_of_halves<T, b>(w[lane].w, amax[0][lane], amax[per_word - 1][lane]);
           } else {
@@ -916,7 +929,9 @@ private:
             amax[0][lane] = v.amax;
           }
           if constexpr (general) {
-            if (params.shape.hadamard) { // the amaxes of the transformed columns
+            // The amaxes of the transformed columns (unrolled: amax[h] stays in registers).
+            if (params.shape.hadamard) {
+              BLOCKSCALE_UNROLL
               for (int h = 0; h < per_word; ++h) {
                 block_values<b> v;
                 v.from_column_words(w[lane].w, h, 0);
@@ -958,10 +973,12 @@ private:
         lanes<Warp, std::uint32_t> most;
         warp.each([&](int lane) {
           most[lane] = 0;
+          BLOCKSCALE_UNROLL
           for (int h = 0; h < Count; ++h)
             most[lane] = amax[h][lane] > most[lane] ? amax[h][lane] : most[lane];
         });
         warp.max_over(most, tile_lanes);
+        BLOCKSCALE_UNROLL
         for (int h = 0; h < Count; ++h)
           warp.each([&](int lane) { amax[h][lane] = most[lane]; });
       }
