@@ -1,7 +1,8 @@
 // safetensors reading and writing (io/safetensors.hpp): round trips of every dtype the format
 // names, sub-byte and unknown dtypes, zero-size tensors and metadata; a table of malformed files
 // that must each throw safetensors_error naming the problem; checkpoints as folders, sharded
-// through an index, and the index's own errors; the writer's checks and its all-or-nothing file.
+// through an index, and the index's own errors (on thousands of names too); the writer's checks and
+// its all-or-nothing file.
 #include <blockscale/io/safetensors.hpp>
 #include <blockscale/numeric/convert.hpp>
 
@@ -369,4 +370,88 @@ TEST_CASE("checkpoints: a file, a folder, shards through an index") {
   CHECK_THROWS_WITH(safetensors_checkpoint(empty.string()), SAFETENSORS_CONTAINS("no tensors"));
   CHECK_THROWS_WITH(safetensors_checkpoint((empty / "absent").string()),
                     SAFETENSORS_CONTAINS("cannot open"));
+}
+
+TEST_CASE("checkpoints: a large index finds every name in its shard") {
+  // Names whose text order differs from their data order ("t.10" sorts before "t.2"), spread over
+  // three shards; each tensor's two bytes are its number.
+  const fs::path dir = scratch("large_index");
+  constexpr int shards = 3;
+  constexpr int per_shard = 1500;
+  const auto name_of = [](int i) { return "model.layers." + std::to_string(i) + ".weight"; };
+  const auto shard_of = [](int s) {
+    return "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) +
+           ".safetensors";
+  };
+  std::vector<std::vector<std::uint8_t>> bytes(shards * per_shard);
+  for (int s = 0; s < shards; ++s) {
+    std::vector<tensor_source> sources;
+    for (int k = 0; k < per_shard; ++k) {
+      const int i = s * per_shard + k;
+      bytes[i] = {static_cast<std::uint8_t>(i), static_cast<std::uint8_t>(i >> 8)};
+      sources.push_back(bytes_source(name_of(i), "U8", {2}, bytes[i]));
+    }
+    write_safetensors((dir / shard_of(s)).string(), sources);
+  }
+  // The index lists every name; `extra` adds one entry, `skipped` leaves one name out.
+  const auto write_index = [&](const std::string& extra, int skipped) {
+    std::ofstream out(dir / "model.safetensors.index.json");
+    out << R"({"metadata": {}, "weight_map": {)";
+    const char* separator = "";
+    for (int i = 0; i < shards * per_shard; ++i) {
+      if (i == skipped)
+        continue;
+      out << separator << '"' << name_of(i) << "\": \"" << shard_of(i / per_shard) << '"';
+      separator = ",";
+    }
+    out << extra << "}}";
+  };
+
+  write_index("", -1);
+  {
+    const safetensors_checkpoint checkpoint(dir.string());
+    REQUIRE(checkpoint.tensors().size() == static_cast<std::size_t>(shards * per_shard));
+    for (int i = 0; i < shards * per_shard; ++i) {
+      const auto found = checkpoint.find(name_of(i));
+      REQUIRE(found.tensor != nullptr);
+      CHECK(found.tensor->name == name_of(i));
+      CHECK(fs::path(found.file->path()).filename().string() == shard_of(i / per_shard));
+      CHECK(found.file->find(name_of(i)) == found.tensor);
+      CHECK(std::memcmp(found.file->data(*found.tensor), bytes[i].data(), 2) == 0);
+    }
+    // Names next to real ones in sort order, and names of the right shape, are not there.
+    for (const std::string& absent :
+         {std::string(""), std::string("model.layers."), std::string("model.layers.1"),
+          std::string("model.layers.1.weigh"), std::string("model.layers.1.weight "),
+          std::string("model.layers.4500.weight"), std::string("zzz")}) {
+      INFO(absent);
+      CHECK(checkpoint.find(absent).tensor == nullptr);
+      CHECK(checkpoint.find(absent).file == nullptr);
+      for (const safetensors_file* file : checkpoint.files())
+        CHECK(file->find(absent) == nullptr);
+    }
+  }
+
+  // A name the index puts in a shard that lacks it is refused, naming it and the shard.
+  const std::string unknown = R"(,"model.layers.9999.weight": ")" + shard_of(1) + '"';
+  write_index(unknown, -1);
+  CHECK_THROWS_WITH(safetensors_checkpoint(dir.string()),
+                    SAFETENSORS_CONTAINS("weight_map puts 'model.layers.9999.weight' in " +
+                                         shard_of(1) + ", which has no such tensor"));
+  // A real name the index puts in the wrong shard too.
+  write_index(R"(,"model.layers.0.weight": ")" + shard_of(2) + '"', 0);
+  CHECK_THROWS_WITH(safetensors_checkpoint(dir.string()),
+                    SAFETENSORS_CONTAINS("weight_map puts 'model.layers.0.weight' in " +
+                                         shard_of(2) + ", which has no such tensor"));
+  // A name a shard holds that the index leaves out.
+  write_index("", 2 * per_shard + 7);
+  CHECK_THROWS_WITH(safetensors_checkpoint(dir.string()),
+                    SAFETENSORS_CONTAINS(shard_of(2) + " holds 'model.layers." +
+                                         std::to_string(2 * per_shard + 7) +
+                                         ".weight', which weight_map does not list there"));
+  // Both at once: every listed name is checked in every shard before any shard's extra names, so
+  // the unknown name in the second shard wins over the name the first shard holds unlisted.
+  write_index(unknown, 3);
+  CHECK_THROWS_WITH(safetensors_checkpoint(dir.string()),
+                    SAFETENSORS_CONTAINS("'model.layers.9999.weight' in " + shard_of(1)));
 }
