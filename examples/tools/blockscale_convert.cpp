@@ -1,19 +1,23 @@
 // blockscale-convert: a BF16 / FP16 / FP32 Hugging Face checkpoint folder -> a block-scaled FP4
-// checkpoint folder that serving stacks load: compressed-tensors NVFP4 (nvfp4-pack-quantized,
-// weights-only NVFP4A16; the default), ModelOpt NVFP4, compressed-tensors MXFP4
-// (mxfp4-pack-quantized), or UE5M3-FP4 for research (loadable by no serving stack yet).
+// checkpoint folder in one of the layouts of checkpoint_layouts.hpp: compressed-tensors NVFP4
+// (nvfp4-pack-quantized, weights-only NVFP4A16; the default), ModelOpt NVFP4, compressed-tensors
+// MXFP4 (mxfp4-pack-quantized), or UE5M3-FP4 for research (loadable by no serving stack yet). What
+// differs between layouts is looked up in that table; nothing here is written for one layout.
 // docs/checkpoints.md has the formats, the conventions and the measurements.
+#include "checkpoint_layouts.hpp"
 #include "tool_support.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <unistd.h>
@@ -27,18 +31,17 @@ using io::tensor_info;
 using io::tensor_source;
 using json = nlohmann::ordered_json;
 
-const char* const usage = R"(usage: blockscale-convert INPUT_DIR OUTPUT_DIR [options]
+const char* const usage_head = R"(usage: blockscale-convert INPUT_DIR OUTPUT_DIR [options]
 
 Quantizes the Linear weights of a BF16 / FP16 / FP32 safetensors checkpoint folder (sharded or
 not) into a block-scaled FP4 checkpoint folder. OUTPUT_DIR must not exist (see --force); it is
 written as OUTPUT_DIR.partial-<pid> and renamed when complete, and INPUT_DIR is only read.
 
 options:
-  --format F       compressed-tensors  NVFP4 weights-only (nvfp4-pack-quantized), the default
-                   modelopt            NVFP4 weights-only in ModelOpt's layout (W4A16_NVFP4)
-                   mxfp4               compressed-tensors mxfp4-pack-quantized (UE8M0, block 32)
-                   ue5m3_fp4           UE5M3 block scales (research; no serving stack loads it)
-  --mx-rule R      MXFP4 block-scale rule: floor (OCP, the default) or rceil
+)";
+// The --format lines come between the two, one per layout.
+const char* const usage_tail =
+    R"(  --mx-rule R      MXFP4 block-scale rule: floor (OCP, the default) or rceil
   --ignore NAME    leave a module unquantized: its exact name, or re:REGEX matched against the
                    whole module name (repeatable; adds to the defaults lm_head, re:.*mlp\.gate$,
                    re:.*block_sparse_moe\.gate$)
@@ -50,12 +53,48 @@ options:
   --quiet          no summary on stdout
 )";
 
-enum class output_format { compressed_tensors, modelopt, mxfp4, ue5m3_fp4 };
+/// The usage text: its --format lines are the layouts' names and help lines, the first marked as
+/// the default.
+std::string usage() {
+  std::size_t width = 0;
+  for (const tools::checkpoint_layout& layout : tools::checkpoint_layouts)
+    width = std::max(width, std::strlen(layout.name));
+  std::string text = usage_head;
+  for (const tools::checkpoint_layout& layout : tools::checkpoint_layouts) {
+    const bool first = &layout == &tools::checkpoint_layouts[0];
+    text += first ? "  --format F       " : std::string(19, ' ');
+    text += layout.name + std::string(width + 2 - std::strlen(layout.name), ' ') + layout.help +
+            (first ? ", the default\n" : "\n");
+  }
+  return text + usage_tail;
+}
+
+/// The layout --format names (by its name or its alias).
+const tools::checkpoint_layout& layout_named(const std::string& name) {
+  std::string names;
+  for (const tools::checkpoint_layout& layout : tools::checkpoint_layouts) {
+    if (name == layout.name || (layout.alias != nullptr && name == layout.alias))
+      return layout;
+    names += (names.empty() ? "" : ", ") + std::string(layout.name);
+  }
+  throw tools::usage_error("unknown --format '" + name + "' (" + names + ")");
+}
+
+/// The block-scale rule --mx-rule names.
+scale_rule mx_rule_named(const std::string& name) {
+  std::string names;
+  for (const tools::named_scale_rule& rule : tools::mx_rules) {
+    if (name == rule.name)
+      return rule.rule;
+    names += (names.empty() ? "" : ", ") + std::string(rule.name);
+  }
+  throw tools::usage_error("unknown --mx-rule '" + name + "' (" + names + ")");
+}
 
 struct options {
   std::string input, output;
-  output_format format = output_format::compressed_tensors;
-  scale_rule mx_rule = scale_rules::ocp_floor();
+  const tools::checkpoint_layout* layout = &tools::checkpoint_layouts[0];
+  scale_rule mx_rule = tools::mx_rules[0].rule;
   std::vector<std::string> ignore = {"lm_head", "re:.*mlp\\.gate$",
                                      "re:.*block_sparse_moe\\.gate$"};
   std::vector<std::vector<std::string>> fused = {{"q_proj", "k_proj", "v_proj"},
@@ -72,31 +111,15 @@ options parse_arguments(int argc, char** argv) {
   std::vector<std::string> positional;
   bool default_ignore = true;
   std::vector<std::string> extra_ignore;
-  tools::argument_reader arguments(argc, argv, usage);
+  const std::string usage_text = usage();
+  tools::argument_reader arguments(argc, argv, usage_text.c_str());
   while (arguments.next()) {
     const std::string& arg = arguments.current();
     const auto value = [&] { return arguments.value(); };
     if (arg == "--format") {
-      const std::string f = value();
-      if (f == "compressed-tensors" || f == "nvfp4")
-        o.format = output_format::compressed_tensors;
-      else if (f == "modelopt")
-        o.format = output_format::modelopt;
-      else if (f == "mxfp4")
-        o.format = output_format::mxfp4;
-      else if (f == "ue5m3_fp4")
-        o.format = output_format::ue5m3_fp4;
-      else
-        throw tools::usage_error("unknown --format '" + f +
-                                 "' (compressed-tensors, modelopt, mxfp4, ue5m3_fp4)");
+      o.layout = &layout_named(value());
     } else if (arg == "--mx-rule") {
-      const std::string r = value();
-      if (r == "floor")
-        o.mx_rule = scale_rules::ocp_floor();
-      else if (r == "rceil")
-        o.mx_rule = scale_rules::rceil();
-      else
-        throw tools::usage_error("unknown --mx-rule '" + r + "' (floor, rceil)");
+      o.mx_rule = mx_rule_named(value());
     } else if (arg == "--ignore") {
       extra_ignore.push_back(value());
     } else if (arg == "--no-default-ignore") {
@@ -176,44 +199,6 @@ bool is_embedding(const std::string& module) {
 /// the standard library's matcher recurses once per character.
 constexpr std::size_t max_module_name = 4096;
 
-/// What a format writes for one quantized module.
-struct format_spec {
-  const char* packed; ///< element tensor suffix
-  const char* scales; ///< block-scale tensor suffix
-  tensor_dtype scale_dtype;
-  const char* global;    ///< global-scale tensor suffix, or null
-  bool global_is_scalar; ///< shape [] rather than [1]
-  int block;
-};
-
-format_spec spec_of(output_format f) {
-  switch (f) {
-  case output_format::compressed_tensors:
-    return {"weight_packed",       "weight_scale", tensor_dtype::f8_e4m3,
-            "weight_global_scale", false,          16};
-  case output_format::modelopt:
-    return {"weight", "weight_scale", tensor_dtype::f8_e4m3, "weight_scale_2", true, 16};
-  case output_format::mxfp4:
-    return {"weight_packed", "weight_scale", tensor_dtype::u8, nullptr, false, 32};
-  case output_format::ue5m3_fp4:
-    return {"weight_packed", "weight_scale", tensor_dtype::u8, "weight_global_scale", false, 16};
-  }
-  return {};
-}
-
-/// Calls f(block_format_tag<F>{}) with the block format of `format`.
-template <class F>
-decltype(auto) with_block_format(output_format format, F&& f) {
-  switch (format) {
-  case output_format::mxfp4:
-    return f(block_format_tag<mxfp4>{});
-  case output_format::ue5m3_fp4:
-    return f(block_format_tag<ue5m3_fp4>{});
-  default:
-    return f(block_format_tag<nvfp4>{});
-  }
-}
-
 /// One input tensor and what becomes of it.
 struct planned {
   const safetensors_file* file;
@@ -230,7 +215,9 @@ struct quantized_result {
 
 class converter {
 public:
-  explicit converter(options o) : o_(std::move(o)), spec_(spec_of(o_.format)), pool_(o_.threads) {}
+  explicit converter(options o)
+      : o_(std::move(o)), layout_(*o_.layout), format_(tools::properties_of(layout_.format)),
+        pool_(o_.threads) {}
 
   int run() {
     const auto start = std::chrono::steady_clock::now();
@@ -255,12 +242,7 @@ public:
     try {
       write_shards(checkpoint, temporary);
       write_config(temporary);
-      tools::copy_tree(o_.input, temporary, [&](const std::string& name) {
-        return name == "config.json" || name == "hf_quant_config.json" ||
-               name == "quantization_config.json" ||
-               io::safetensors_checkpoint::ends_with(name, ".safetensors") ||
-               io::safetensors_checkpoint::ends_with(name, ".safetensors.index.json");
-      });
+      tools::copy_tree(o_.input, temporary, written_here);
       // With --force the old output is moved aside first and removed only once the new one is
       // in place; if that rename fails, the old output is put back.
       const std::string old = o_.output + ".old-" + std::to_string(::getpid());
@@ -286,6 +268,28 @@ public:
   }
 
 private:
+  /// Whether a top-level file of the input is one the converter writes anew rather than copies:
+  /// the shards, the index and the configs of every layout (an input converted before carries no
+  /// stale config along).
+  static bool written_here(const std::string& name) {
+    if (name == "config.json" || name == "quantization_config.json")
+      return true;
+    for (const tools::checkpoint_layout& layout : tools::checkpoint_layouts)
+      if (layout.extra_file != nullptr && name == layout.extra_file)
+        return true;
+    return io::safetensors_checkpoint::ends_with(name, ".safetensors") ||
+           io::safetensors_checkpoint::ends_with(name, ".safetensors.index.json");
+  }
+
+  /// Calls body(block_format_tag<F>{}) with the layout's block format F.
+  template <class Body>
+  void with_block_format(Body&& body) const {
+    visit_block_format(layout_.format, [&](auto tag) {
+      if constexpr (!std::is_same<decltype(tag), high_precision_tag>::value)
+        body(tag);
+    });
+  }
+
   void plan(const io::safetensors_checkpoint& checkpoint) {
     const name_matcher ignored(o_.ignore);
     for (const auto& entry : checkpoint.tensors()) {
@@ -300,15 +304,16 @@ private:
         if (p.module.size() > max_module_name)
           throw std::runtime_error("a tensor name of " + std::to_string(name.size()) +
                                    " characters is longer than this tool accepts");
-        const bool fits = entry.tensor->shape[1] % static_cast<std::uint64_t>(spec_.block) == 0 &&
-                          entry.tensor->shape[1] != 0 && entry.tensor->shape[0] != 0;
+        const bool fits =
+            entry.tensor->shape[1] % static_cast<std::uint64_t>(format_.block_size) == 0 &&
+            entry.tensor->shape[1] != 0 && entry.tensor->shape[0] != 0;
         p.quantize = fits && !ignored(p.module);
         if (!p.quantize)
           ignore_list_.push_back(p.module);
         if (!fits && !ignored(p.module))
           std::fprintf(stderr, "note: %s stays unquantized: K = %llu is not a multiple of %d\n",
                        p.module.c_str(), static_cast<unsigned long long>(entry.tensor->shape[1]),
-                       spec_.block);
+                       format_.block_size);
       }
       if (p.quantize) {
         p.group = group_key(p.module);
@@ -324,7 +329,8 @@ private:
         kept.insert(p.tensor->name);
     for (const planned& p : plan_)
       if (p.quantize)
-        for (const char* suffix : {spec_.packed, spec_.scales, spec_.global})
+        for (const char* suffix :
+             {layout_.packed_suffix, layout_.scales_suffix, layout_.global.suffix})
           if (suffix != nullptr && kept.count(p.module + "." + suffix) != 0)
             throw std::runtime_error("the input holds '" + p.module + "." + suffix +
                                      "' already; quantizing '" + p.tensor->name +
@@ -345,14 +351,18 @@ private:
   }
 
   void measure_group_amaxes() {
-    if (spec_.global == nullptr)
+    if (layout_.global.suffix == nullptr)
       return;
     tools::progress_bar progress("amax   ", quantized_);
     for (const planned& p : plan_) {
       if (!p.quantize)
         continue;
-      const float amax = tools::with_matrix(*p.tensor, p.file->data(*p.tensor), [&](auto x) {
-        return measure_amax<nvfp4>(x, quantize_options{}, &pool_);
+      float amax = 0.0f;
+      with_block_format([&](auto tag) {
+        using F = typename decltype(tag)::type;
+        amax = tools::with_matrix(*p.tensor, p.file->data(*p.tensor), [&](auto x) {
+          return measure_amax<F>(x, quantize_options{}, &pool_);
+        });
       });
       p.file->release(*p.tensor);
       float& group = group_amax_[p.group];
@@ -361,39 +371,25 @@ private:
     }
   }
 
-  /// s_enc for a module, from its group's amax.
+  /// s_enc for a module, from its group's amax (1 for a layout without a global scale).
   float encode_scale_for(const planned& p) const {
+    if (layout_.global.suffix == nullptr)
+      return 1.0f;
     const auto found = group_amax_.find(p.group);
     const float amax = found == group_amax_.end() ? 0.0f : found->second;
     if (!(amax > 0.0f)) // all zeros (or NaN): every block stores zeros whatever s_enc is; 1
       return 1.0f;      // keeps the stored global scale a plain number for every loader
-    switch (o_.format) {
-    case output_format::compressed_tensors:
-      return global_scale(amax, global_scale_convention::compressed_tensors);
-    case output_format::modelopt:
-      return global_scale(amax, global_scale_convention::transformer_engine);
-    case output_format::ue5m3_fp4:
-      return encode_scale_from_amax(tensor_scale_numerator<ue5m3_fp4>(0), amax);
-    case output_format::mxfp4:
-      return 1.0f;
-    }
-    return 1.0f;
-  }
-
-  /// The value stored as the module's global scale.
-  float stored_global_scale(float s_enc) const {
-    return o_.format == output_format::modelopt
-               ? global_scale_from_encode(s_enc, global_scale_convention::modelopt)
-               : global_scale_from_encode(s_enc, global_scale_convention::compressed_tensors);
+    return global_scale(amax, layout_.global.computed_with, format_.tensor_scale_numerator);
   }
 
   quantized_result quantize_module(const planned& p) {
     quantize_options options;
     options.encode_scale = encode_scale_for(p);
-    if (o_.format == output_format::mxfp4)
+    options.layout = layout_.scales_layout;
+    if (layout_.takes_mx_rule)
       options.rule = o_.mx_rule;
     quantized_result result;
-    with_block_format(o_.format, [&](auto tag) {
+    with_block_format([&](auto tag) {
       using F = typename decltype(tag)::type;
       tools::with_matrix(*p.tensor, p.file->data(*p.tensor), [&](auto x) {
         const quantized_shape shape = quantized_shape_for(x.rows(), x.cols(), options);
@@ -445,35 +441,39 @@ private:
           continue;
         }
         const std::uint64_t rows = t.shape[0], cols = t.shape[1];
-        const auto block = static_cast<std::uint64_t>(spec_.block);
-        tensor_source packed{p.module + "." + spec_.packed,
+        const std::uint64_t packed_cols =
+            cols * static_cast<std::uint64_t>(format_.element_bits) / 8;
+        const std::vector<std::uint64_t> scale_shape = tools::scale_tensor_shape(
+            layout_.scales_layout, rows, cols / static_cast<std::uint64_t>(format_.block_size));
+        tensor_source packed{p.module + "." + layout_.packed_suffix,
                              "U8",
-                             {rows, cols / 2},
-                             rows * cols / 2,
+                             {rows, packed_cols},
+                             rows * packed_cols,
                              nullptr,
                              nullptr,
                              nullptr};
         packed.fill = [this, &p](std::uint8_t* out) { fill_from(p, true, out); };
         packed.written = [&progress] { progress.advance(); };
-        tensor_source scales{p.module + "." + spec_.scales,
-                             io::dtype_name(spec_.scale_dtype),
-                             {rows, cols / block},
-                             rows * cols / block,
+        tensor_source scales{p.module + "." + layout_.scales_suffix,
+                             io::dtype_name(layout_.scales_dtype),
+                             scale_shape,
+                             scale_shape[0] * scale_shape[1],
                              nullptr,
                              nullptr,
                              nullptr};
         scales.fill = [this, &p](std::uint8_t* out) { fill_from(p, false, out); };
         sources.push_back(std::move(packed));
         sources.push_back(std::move(scales));
-        if (spec_.global != nullptr) {
-          const float value = stored_global_scale(encode_scale_for(p));
+        if (layout_.global.suffix != nullptr) {
+          const float value =
+              global_scale_from_encode(encode_scale_for(p), layout_.global.stored_as);
           const auto bits = detail::bit_cast<std::uint32_t>(value);
           std::vector<std::uint8_t> bytes(4);
           for (int b = 0; b < 4; ++b)
             bytes[b] = static_cast<std::uint8_t>(bits >> (8 * b));
           sources.push_back(tensor_source::owning(
-              p.module + "." + spec_.global, tensor_dtype::f32,
-              spec_.global_is_scalar ? std::vector<std::uint64_t>{} : std::vector<std::uint64_t>{1},
+              p.module + "." + layout_.global.suffix, tensor_dtype::f32,
+              layout_.global.scalar ? std::vector<std::uint64_t>{} : std::vector<std::uint64_t>{1},
               std::move(bytes)));
         }
       }
@@ -505,60 +505,7 @@ private:
   json quantization_config() const {
     std::vector<std::string> ignore = ignore_list_;
     std::sort(ignore.begin(), ignore.end());
-    if (o_.format == output_format::modelopt) {
-      json q;
-      q["quant_method"] = "modelopt";
-      q["quant_algo"] = "W4A16_NVFP4";
-      q["group_size"] = 16;
-      q["exclude_modules"] = ignore;
-      q["kv_cache_quant_algo"] = nullptr;
-      return q;
-    }
-    if (o_.format == output_format::ue5m3_fp4) {
-      json q;
-      q["quant_method"] = "blockscale";
-      q["format"] = "ue5m3-fp4-pack-quantized";
-      q["loadable_by"] = "no serving stack yet: research output of blockscale";
-      q["weights"] = {{"element", "e2m1, two per byte, even element in the low nibble"},
-                      {"block_size", 16},
-                      {"scale", "ue5m3 codes as uint8 (bias 15, subnormals, max 0xFE = 114688, "
-                                "NaN 0xFF)"},
-                      {"global_scale", "divisor: value = e2m1 * ue5m3 / weight_global_scale"}};
-      q["ignore"] = ignore;
-      return q;
-    }
-    const bool mx = o_.format == output_format::mxfp4;
-    const char* format = mx ? "mxfp4-pack-quantized" : "nvfp4-pack-quantized";
-    json weights;
-    weights["num_bits"] = 4;
-    weights["type"] = "float";
-    weights["symmetric"] = true;
-    weights["group_size"] = mx ? 32 : 16;
-    weights["strategy"] = mx ? "group" : "tensor_group";
-    weights["block_structure"] = nullptr;
-    weights["dynamic"] = false;
-    weights["actorder"] = nullptr;
-    weights["scale_dtype"] = mx ? "torch.uint8" : "torch.float8_e4m3fn";
-    weights["zp_dtype"] = nullptr;
-    weights["observer"] = "memoryless_minmax";
-    weights["observer_kwargs"] = json::object();
-    json group;
-    group["targets"] = {"Linear"};
-    group["weights"] = weights;
-    group["input_activations"] = nullptr;
-    group["output_activations"] = nullptr;
-    group["format"] = format;
-    json q;
-    q["config_groups"] = {{"group_0", group}};
-    q["format"] = format;
-    q["global_compression_ratio"] = nullptr;
-    q["ignore"] = ignore;
-    q["kv_cache_scheme"] = nullptr;
-    q["quant_method"] = "compressed-tensors";
-    q["quantization_status"] = "compressed";
-    q["sparsity_config"] = json::object();
-    q["transform_config"] = json::object();
-    return q;
+    return layout_.quantization_config(layout_, ignore);
   }
 
   void write_config(const std::string& folder) const {
@@ -581,19 +528,9 @@ private:
                    o_.input.c_str());
       tools::write_text(folder + "/quantization_config.json", quantization_config().dump(2) + "\n");
     }
-    if (o_.format == output_format::modelopt) {
-      json hf;
-      hf["producer"] = {{"name", "blockscale"},
-                        {"version", std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." +
-                                        std::to_string(BLOCKSCALE_VERSION_MINOR) + "." +
-                                        std::to_string(BLOCKSCALE_VERSION_PATCH)}};
-      json q = quantization_config();
-      hf["quantization"] = {{"quant_algo", q["quant_algo"]},
-                            {"group_size", 16},
-                            {"exclude_modules", q["exclude_modules"]},
-                            {"kv_cache_quant_algo", nullptr}};
-      tools::write_text(folder + "/hf_quant_config.json", hf.dump(2) + "\n");
-    }
+    if (layout_.extra_file != nullptr)
+      tools::write_text(folder + "/" + layout_.extra_file,
+                        layout_.extra_file_contents(quantization_config()).dump(2) + "\n");
   }
 
   void summary(double seconds) const {
@@ -604,14 +541,15 @@ private:
                 static_cast<unsigned long long>(totals_.blocks),
                 static_cast<unsigned long long>(totals_.saturated_scales),
                 static_cast<unsigned long long>(totals_.zero_scales));
-    std::printf("  bytes              %.1f MB in, %.1f MB out\n", bytes_in_ / 1e6,
-                static_cast<double>(bytes_out_) / 1e6);
+    std::printf("  bytes              %s in, %s out\n", tools::format_bytes(bytes_in_).c_str(),
+                tools::format_bytes(bytes_out_).c_str());
     std::printf("  time               %.2f s (%.0f MB/s of input, %u threads)\n", seconds,
-                bytes_in_ / 1e6 / seconds, pool_.size());
+                static_cast<double>(bytes_in_) / 1e6 / seconds, pool_.size());
   }
 
   options o_;
-  format_spec spec_;
+  const tools::checkpoint_layout& layout_;
+  tools::block_format_properties format_;
   thread_pool pool_;
   std::vector<planned> plan_;
   std::vector<std::string> ignore_list_;
@@ -620,7 +558,7 @@ private:
   std::mutex stats_mutex_;
   quantize_stats totals_;
   std::size_t quantized_ = 0;
-  double bytes_in_ = 0.0;
+  std::uint64_t bytes_in_ = 0;
   std::uint64_t bytes_out_ = 0;
 };
 

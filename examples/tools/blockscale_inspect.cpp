@@ -1,7 +1,8 @@
 // blockscale-inspect: how every 2-D tensor of a checkpoint (safetensors or .npy; files or a
 // folder) would fare under UE5M3-FP4, NVFP4 and MXFP4 (floor and rceil), with and without the
 // randomized Hadamard transform: SQNR, relative MSE, clipped and flushed fractions, saturated and
-// zero block scales, and the binades of block scales used. docs/checkpoints.md has an example.
+// zero block scales, and the binades of block scales used. Every other tensor is skipped and named
+// on stderr with the reason. docs/checkpoints.md has an example.
 #include "tool_support.hpp"
 
 #include <blockscale/io/npy.hpp>
@@ -28,7 +29,8 @@ For every 2-D F32 / F16 / BF16 / F8_E4M3 tensor of the checkpoints at PATH (a .s
 *.safetensors.index.json, a .npy file, or a folder of them) and every format, quantizes the tensor
 rowwise (blocks along its last dimension, as a Linear weight [out, in] is used) and reports how far
 the result is from the original. Prints an aligned table on stdout (a progress bar goes to stderr
-when it is a terminal).
+when it is a terminal). Every other tensor (1-D, 3-D, integer, ...) is skipped, each with a note
+on stderr saying why; --json lists them too.
 
 options:
   --formats LIST   comma-separated, from ue5m3_fp4, nvfp4, mxfp4_floor, mxfp4_rceil
@@ -107,19 +109,38 @@ struct tensor {
   std::function<void()> release;
 };
 
-/// Every 2-D float tensor of the inputs, in order; what is opened stays alive in `keep`.
+/// A tensor of the inputs that is not inspected, and why.
+struct skipped_tensor {
+  std::string name, reason;
+};
+
+/// Why a tensor of `dimensions` dimensions is not inspected; empty when it is a matrix.
+std::string shape_reason(std::size_t dimensions) {
+  return dimensions == 2 ? std::string() : std::to_string(dimensions) + "-D, not a matrix";
+}
+
+/// Every 2-D float tensor of the inputs, in order; what is opened stays alive in `keep`. Every
+/// other tensor goes to `skipped`, with a note on stderr.
 std::vector<tensor> collect(const std::vector<std::string>& paths,
-                            std::vector<std::shared_ptr<void>>& keep) {
+                            std::vector<std::shared_ptr<void>>& keep,
+                            std::vector<skipped_tensor>& skipped) {
   std::vector<tensor> out;
+  const auto skip = [&](const std::string& name, const std::string& reason) {
+    std::fprintf(stderr, "note: skipped %s (%s)\n", tools::printable(name).c_str(), reason.c_str());
+    skipped.push_back({name, reason});
+  };
   const auto add_npy = [&](const std::string& path) {
+    const auto slash = path.find_last_of('/');
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     auto array = std::make_shared<io::npy_array>(io::read_npy(path));
-    if (array->shape.size() != 2 || array->dtype == io::npy_dtype::uint8)
-      return;
+    if (array->shape.size() != 2)
+      return skip(name, shape_reason(array->shape.size()));
+    if (array->dtype == io::npy_dtype::uint8)
+      return skip(name, "uint8, not float32, float16 or bfloat16");
     auto values = std::make_shared<std::vector<float>>(array->to_float());
     keep.push_back(values);
     tensor t;
-    const auto slash = path.find_last_of('/');
-    t.name = slash == std::string::npos ? path : path.substr(slash + 1);
+    t.name = name;
     t.dtype = array->dtype == io::npy_dtype::float32   ? "F32"
               : array->dtype == io::npy_dtype::float16 ? "F16"
                                                        : "BF16";
@@ -139,8 +160,13 @@ std::vector<tensor> collect(const std::vector<std::string>& paths,
     for (const auto& entry : checkpoint->tensors()) {
       const bool fp8 =
           entry.tensor->dtype == io::tensor_dtype::f8_e4m3 && entry.tensor->shape.size() == 2;
-      if (!tools::is_float_matrix(*entry.tensor) && !fp8)
+      if (!tools::is_float_matrix(*entry.tensor) && !fp8) {
+        const std::string reason = shape_reason(entry.tensor->shape.size());
+        skip(entry.tensor->name, reason.empty() ? tools::printable(entry.tensor->dtype_name) +
+                                                      ", not F32, F16, BF16 or F8_E4M3"
+                                                : reason);
         continue;
+      }
       tensor t;
       t.name = entry.tensor->name;
       t.dtype = entry.tensor->dtype_name;
@@ -295,8 +321,8 @@ std::string csv(const std::vector<tensor>& tensors, const std::vector<std::vecto
   return out;
 }
 
-std::string to_json(const std::vector<tensor>& tensors,
-                    const std::vector<std::vector<result>>& all) {
+std::string to_json(const std::vector<tensor>& tensors, const std::vector<std::vector<result>>& all,
+                    const std::vector<skipped_tensor>& skipped) {
   json out;
   out["tool"] = "blockscale-inspect";
   json list = json::array();
@@ -330,6 +356,10 @@ std::string to_json(const std::vector<tensor>& tensors,
     list.push_back(item);
   }
   out["tensors"] = list;
+  json not_inspected = json::array();
+  for (const skipped_tensor& s : skipped)
+    not_inspected.push_back({{"name", s.name}, {"reason", s.reason}});
+  out["skipped"] = not_inspected;
   return out.dump(2) + "\n";
 }
 
@@ -447,7 +477,8 @@ std::string svg(const std::vector<tensor>& tensors, const std::vector<std::vecto
 int run(const options& o) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<void>> keep;
-  const std::vector<tensor> tensors = collect(o.paths, keep);
+  std::vector<skipped_tensor> skipped;
+  const std::vector<tensor> tensors = collect(o.paths, keep, skipped);
   // Jobs: every (tensor, format, transform), tensor by tensor so that a tensor's pages are
   // released soon after they are read.
   struct job {
@@ -519,11 +550,13 @@ int run(const options& o) {
   if (!o.csv.empty())
     write_output(o.csv, csv(tensors, results));
   if (!o.json_path.empty())
-    write_output(o.json_path, to_json(tensors, results));
+    write_output(o.json_path, to_json(tensors, results, skipped));
   if (!o.svg.empty())
     write_output(o.svg, svg(tensors, results));
-  std::fprintf(stderr, "%zu tensors, %zu quantizations, %.2f s on %u threads\n", tensors.size(),
-               jobs.size(), tools::seconds_since(start), threads);
+  const std::string skipped_note =
+      skipped.empty() ? "" : ", " + std::to_string(skipped.size()) + " skipped (named above)";
+  std::fprintf(stderr, "%zu tensors%s, %zu quantizations, %.2f s on %u threads\n", tensors.size(),
+               skipped_note.c_str(), jobs.size(), tools::seconds_since(start), threads);
   return 0;
 }
 

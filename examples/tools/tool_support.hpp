@@ -346,6 +346,25 @@ inline bool is_float_matrix(const blockscale::io::tensor_info& tensor) {
           tensor.dtype == tensor_dtype::bf16);
 }
 
+/// A byte count as people read it: "512 bytes", "61.4 KB", "1.5 GB" (powers of 1000, one
+/// decimal), in the largest unit that keeps the number at least 1, so that a small output is
+/// never shown as "0.0 MB".
+inline std::string format_bytes(std::uint64_t bytes) {
+  if (bytes < 1000)
+    return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  const char* const units[] = {"KB", "MB", "GB", "TB", "PB", "EB"};
+  double value = static_cast<double>(bytes) / 1e3;
+  std::size_t unit = 0;
+  // 999.95 and above would print as 1000.0 in this unit: the next one shows 1.0.
+  while (value >= 999.95 && unit + 1 < sizeof units / sizeof units[0]) {
+    value /= 1e3;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
+  return text;
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -1,12 +1,17 @@
 // blockscale-convert and blockscale-inspect run on small checkpoints written here, and their output
 // checked against the library called directly: every quantized module's codes, scales and global
 // scale, the fused groups' shared scales, the copied tensors, the index and config.json, each of
-// the four output formats; the inspector's numbers; and the tools' errors, which leave nothing
-// half-written and never touch the input.
+// the four output formats; every record of the converter's layout table, converted and read back;
+// the inspector's numbers and the tensors it skips; the sizes the converter prints; and the tools'
+// errors, which leave nothing half-written and never touch the input.
 #include <blockscale/blockscale.hpp>
 #include <blockscale/io/npy.hpp>
 #include <blockscale/io/safetensors.hpp>
 
+#include "../../examples/tools/checkpoint_layouts.hpp"
+#include "../../examples/tools/tool_support.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,7 +20,9 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <sys/stat.h>
@@ -213,6 +220,83 @@ std::vector<std::string> group_of(const std::string& module) {
   return {module};
 }
 
+/// Checks one quantized module of a converted checkpoint against its layout's record: its tensors'
+/// names, dtypes, shapes and bytes against the library's quantization with the record's s_enc and
+/// block-scale rule (`rule`, or the format's default when null), its stored global scale, and the
+/// weight read back from the file alone (codes, block scales and the global scale decoded as the
+/// record's convention says), which must come close to the original.
+template <class F>
+void check_layout_module(const tools::checkpoint_layout& layout, const scale_rule* rule,
+                         const safetensors_checkpoint& out, const std::string& module,
+                         const stored_tensor& w, float group_amax) {
+  const tools::block_format_properties format = tools::properties_of(layout.format);
+  const std::uint64_t rows = w.shape[0], cols = w.shape[1];
+  const std::uint64_t packed_cols = cols * static_cast<std::uint64_t>(format.element_bits) / 8;
+  const std::uint64_t blocks = cols / static_cast<std::uint64_t>(format.block_size);
+  const std::vector<float> values = widen(w);
+  const matrix_view<const float> x(values.data(), rows, cols);
+  quantize_options options;
+  options.layout = layout.scales_layout;
+  if (rule != nullptr)
+    options.rule = *rule;
+  if (layout.global.suffix != nullptr && group_amax > 0.0f)
+    options.encode_scale =
+        global_scale(group_amax, layout.global.computed_with, format.tensor_scale_numerator);
+  const quantized_matrix<F> q = quantize<F>(x, options);
+
+  const std::string packed_name = module + "." + layout.packed_suffix;
+  const std::string scales_name = module + "." + layout.scales_suffix;
+  REQUIRE(out.find(packed_name).tensor != nullptr);
+  REQUIRE(out.find(scales_name).tensor != nullptr);
+  CHECK(out.find(packed_name).tensor->dtype_name == "U8");
+  CHECK(out.find(packed_name).tensor->shape == std::vector<std::uint64_t>{rows, packed_cols});
+  CHECK(out.find(scales_name).tensor->dtype_name == io::dtype_name(layout.scales_dtype));
+  CHECK(out.find(scales_name).tensor->shape ==
+        tools::scale_tensor_shape(layout.scales_layout, rows, blocks));
+  const auto packed = bytes_of(out, packed_name);
+  const auto scales = bytes_of(out, scales_name);
+  REQUIRE(packed.size() == q.storage().element_bytes);
+  REQUIRE(scales.size() == q.storage().scale_bytes);
+  CHECK(std::memcmp(packed.data(), q.element_data(), packed.size()) == 0);
+  CHECK(std::memcmp(scales.data(), q.scale_data(), scales.size()) == 0);
+  if (std::string(layout.packed_suffix) != "weight")
+    CHECK(out.find(module + ".weight").tensor == nullptr);
+
+  float stored = 1.0f;
+  if (layout.global.suffix != nullptr) {
+    const std::string global_name = module + "." + layout.global.suffix;
+    REQUIRE(out.find(global_name).tensor != nullptr);
+    CHECK(out.find(global_name).tensor->dtype_name == "F32");
+    CHECK(out.find(global_name).tensor->shape ==
+          (layout.global.scalar ? std::vector<std::uint64_t>{} : std::vector<std::uint64_t>{1}));
+    stored = float_of(out, global_name);
+    CHECK(stored == global_scale_from_encode(options.encode_scale, layout.global.stored_as));
+  }
+
+  double error = 0.0, energy = 0.0;
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      const std::uint8_t byte = packed[r * packed_cols + c * packed_cols / cols];
+      const int code = format.element_bits == 4 ? (byte >> (4 * (c % 2))) & 0xF : byte;
+      const auto element =
+          static_cast<float>(F::element_type::from_bits(static_cast<std::uint8_t>(code)));
+      const auto scale = static_cast<float>(F::scale_type::from_bits(
+          scales[scale_offset(layout.scales_layout, r, c / format.block_size, blocks)]));
+      const float decoded =
+          layout.global.suffix != nullptr
+              ? decode_with_global(element, scale, stored, layout.global.stored_as)
+              : element * scale;
+      const double v = values[r * cols + c];
+      error += (decoded - v) * (decoded - v);
+      energy += v * v;
+    }
+  INFO("relative error energy " << error / energy);
+  if (energy == 0.0)
+    CHECK(error == 0.0);
+  else
+    CHECK(error / energy < 0.05); // FP4 gives about 0.01; a global scale misread, far more
+}
+
 } // namespace
 
 TEST_CASE("blockscale-convert writes compressed-tensors NVFP4 that the library reproduces") {
@@ -390,6 +474,125 @@ TEST_CASE("blockscale-convert: ModelOpt, MXFP4 and UE5M3-FP4 outputs") {
   }
 }
 
+TEST_CASE("blockscale-convert: every layout of the table converts and reads back") {
+  const fs::path dir = scratch("layouts");
+  const auto tensors = write_llama(dir / "in", "BF16");
+  const std::string in = (dir / "in").string(), out = (dir / "out").string();
+  REQUIRE(run(std::string(BLOCKSCALE_CONVERT) + " --help", dir).first == 0);
+  const std::string help = read_text(dir / "stdout.txt");
+  std::set<std::string> names;
+  for (const tools::checkpoint_layout& layout : tools::checkpoint_layouts) {
+    INFO(layout.name);
+    // Its names are its own, and --help lists it.
+    CHECK(names.insert(layout.name).second);
+    if (layout.alias != nullptr)
+      CHECK(names.insert(layout.alias).second);
+    CHECK(help.find(std::string(layout.name) + "  ") != std::string::npos);
+    CHECK(help.find(layout.help) != std::string::npos);
+    const int block = tools::properties_of(layout.format).block_size;
+    // --mx-rule's every choice where it applies, else the format's default rule.
+    std::vector<const tools::named_scale_rule*> rules = {nullptr};
+    if (layout.takes_mx_rule) {
+      rules.clear();
+      for (const tools::named_scale_rule& rule : tools::mx_rules)
+        rules.push_back(&rule);
+    }
+    for (const tools::named_scale_rule* rule : rules) {
+      INFO((rule != nullptr ? rule->name : "the format's default rule"));
+      fs::remove_all(out);
+      const std::string command = std::string(BLOCKSCALE_CONVERT) + " " + in + " " + out +
+                                  " --format " + layout.name +
+                                  (rule != nullptr ? " --mx-rule " + std::string(rule->name) : "");
+      const auto [status, err] = run(command, dir);
+      INFO(err);
+      REQUIRE(status == 0);
+      const safetensors_checkpoint converted(out);
+      std::vector<std::string> ignore;
+      for (const auto& [name, t] : tensors) {
+        INFO(name);
+        const std::string module = name.substr(0, name.size() - 7);
+        const bool linear = t.shape.size() == 2 && t.dtype != "I64" && name.size() > 7 &&
+                            name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                            module != "model.embed_tokens";
+        if (linear && (module == "lm_head" || t.shape[1] % static_cast<std::uint64_t>(block) != 0))
+          ignore.push_back(module);
+        else if (linear) {
+          float group_amax = 0.0f;
+          for (const std::string& member : group_of(module))
+            group_amax = std::max(group_amax, amax_of(widen(tensors.at(member + ".weight"))));
+          visit_block_format(layout.format, [&](auto tag) {
+            if constexpr (!std::is_same<decltype(tag), high_precision_tag>::value)
+              check_layout_module<typename decltype(tag)::type>(
+                  layout, rule != nullptr ? &rule->rule : nullptr, converted, module, t,
+                  group_amax);
+            else
+              FAIL("a layout of the table has no block format");
+          });
+          continue;
+        }
+        // Not quantized: copied unchanged.
+        CHECK(bytes_of(converted, name) == t.bytes);
+        CHECK(converted.find(name).tensor->dtype_name == t.dtype);
+      }
+      std::sort(ignore.begin(), ignore.end());
+      CHECK(ignore == std::vector<std::string>{"lm_head", "model.layers.1.mlp.odd_proj"});
+      // config.json keeps its keys and gains the record's quantization config; its extra file.
+      const tools::ordered_json q = layout.quantization_config(layout, ignore);
+      const json config = json::parse(read_text(dir / "out" / "config.json"));
+      CHECK(config["model_type"] == "llama");
+      CHECK(config["quantization_config"] == json::parse(q.dump()));
+      CHECK(config["quantization_config"].dump().find("model.layers.1.mlp.odd_proj") !=
+            std::string::npos);
+      if (layout.extra_file != nullptr)
+        CHECK(json::parse(read_text(dir / "out" / layout.extra_file)) ==
+              json::parse(layout.extra_file_contents(q).dump()));
+      CHECK(read_text(dir / "out" / "tokenizer.json") == read_text(dir / "in" / "tokenizer.json"));
+      // Its alias writes the same bytes.
+      if (layout.alias != nullptr && rule == nullptr) {
+        fs::remove_all(out + "_alias");
+        REQUIRE(run(std::string(BLOCKSCALE_CONVERT) + " " + in + " " + out + "_alias --format " +
+                        layout.alias,
+                    dir)
+                    .first == 0);
+        CHECK(snapshot(out + "_alias") == snapshot(out));
+      }
+    }
+  }
+}
+
+TEST_CASE("blockscale-convert prints sizes in a unit that fits") {
+  CHECK(tools::format_bytes(0) == "0 bytes");
+  CHECK(tools::format_bytes(1) == "1 byte");
+  CHECK(tools::format_bytes(999) == "999 bytes");
+  CHECK(tools::format_bytes(1000) == "1.0 KB");
+  CHECK(tools::format_bytes(61440) == "61.4 KB");
+  CHECK(tools::format_bytes(999949) == "999.9 KB");
+  CHECK(tools::format_bytes(999950) == "1.0 MB"); // not "1000.0 KB"
+  CHECK(tools::format_bytes(1520000000) == "1.5 GB");
+  CHECK(tools::format_bytes(2000000000000) == "2.0 TB");
+
+  // A small checkpoint's summary: its sizes in KB, not "0.0 MB" or "0.1 MB".
+  const fs::path dir = scratch("summary");
+  write_llama(dir / "in", "BF16");
+  REQUIRE(run(std::string(BLOCKSCALE_CONVERT) + " " + (dir / "in").string() + " " +
+                  (dir / "out").string(),
+              dir)
+              .first == 0);
+  const safetensors_checkpoint input((dir / "in").string()), output((dir / "out").string());
+  std::uint64_t in_bytes = 0, out_bytes = 0;
+  for (const auto& entry : input.tensors())
+    in_bytes += entry.tensor->bytes();
+  for (const auto& entry : output.tensors())
+    out_bytes += entry.tensor->bytes();
+  const std::string summary = read_text(dir / "stdout.txt");
+  INFO(summary);
+  CHECK(summary.find("  bytes              " + tools::format_bytes(in_bytes) + " in, " +
+                     tools::format_bytes(out_bytes) + " out\n") != std::string::npos);
+  CHECK(summary.find(" KB in, ") != std::string::npos);
+  CHECK(summary.find(" KB out") != std::string::npos);
+  CHECK(summary.find("0.0 MB") == std::string::npos);
+}
+
 TEST_CASE("blockscale-convert: options, and errors that leave nothing behind") {
   const fs::path dir = scratch("errors");
   write_llama(dir / "in", "BF16");
@@ -521,6 +724,18 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
   for (const auto& [name, t] : tensors)
     matrices += t.shape.size() == 2 && t.dtype != "I64";
   REQUIRE(report["tensors"].size() == matrices + 1); // the .npy; the FP8 one is in `tensors`
+  // The others are skipped, each named on stderr and in the JSON with the reason.
+  const json skipped = {
+      {{"name", "model.layers.0.input_layernorm.weight"}, {"reason", "1-D, not a matrix"}},
+      {{"name", "model.layers.1.input_layernorm.weight"}, {"reason", "1-D, not a matrix"}},
+      {{"name", "model.rotary.inv_freq"}, {"reason", "1-D, not a matrix"}}};
+  REQUIRE(report["skipped"].size() == skipped.size());
+  for (const json& s : skipped) {
+    CHECK(std::count(report["skipped"].begin(), report["skipped"].end(), s) == 1);
+    CHECK_THAT(err, TOOLS_CONTAINS("note: skipped " + s["name"].get<std::string>() +
+                                   " (1-D, not a matrix)\n"));
+  }
+  CHECK_THAT(err, TOOLS_CONTAINS(" tensors, 3 skipped (named above), "));
 
   const auto check_tensor = [&](const json& item, const std::vector<float>& values,
                                 std::size_t rows, std::size_t cols) {
@@ -644,4 +859,55 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
       std::string(BLOCKSCALE_INSPECT) + " " + (dir / "extra.npy").string() + " --formats fp8", dir);
   CHECK(code == 2);
   CHECK_THAT(message, TOOLS_CONTAINS("unknown format"));
+}
+
+TEST_CASE("blockscale-inspect names every tensor it skips, and why") {
+  const fs::path dir = scratch("inspect_skipped");
+  fs::create_directories(dir / "in");
+  const std::vector<std::uint8_t> matrix = encode(weight(16, 32, 0.1f, 8), "F32");
+  const std::vector<std::uint8_t> cube = encode(weight(2, 16, 0.1f, 9), "BF16");
+  const std::vector<std::uint8_t> scalar = encode({3.0f}, "F32");
+  const std::vector<std::uint8_t> integers(16 * 4, 1);
+  io::write_safetensors(
+      (dir / "in" / "model.safetensors").string(),
+      {{"m.weight", "F32", {16, 32}, matrix.size(), matrix.data(), nullptr, nullptr},
+       {"m.cube", "BF16", {2, 4, 4}, cube.size(), cube.data(), nullptr, nullptr},
+       {"m.scalar", "F32", {}, scalar.size(), scalar.data(), nullptr, nullptr},
+       {"m.index", "I32", {4, 4}, integers.size(), integers.data(), nullptr, nullptr}});
+  const std::vector<float> row(40, 0.5f);
+  io::write_npy((dir / "row.npy").string(), row.data(), {40});
+  const std::vector<std::uint8_t> codes(4 * 8, 3);
+  io::write_npy((dir / "codes.npy").string(), codes.data(), {4, 8});
+
+  // --json - keeps stdout JSON: the notes go to stderr.
+  const auto [status, err] =
+      run(std::string(BLOCKSCALE_INSPECT) + " " + (dir / "in").string() + " " +
+              (dir / "row.npy").string() + " " + (dir / "codes.npy").string() + " --json -",
+          dir);
+  INFO(err);
+  REQUIRE(status == 0);
+  const json report = json::parse(read_text(dir / "stdout.txt"));
+  REQUIRE(report["tensors"].size() == 1);
+  CHECK(report["tensors"][0]["name"] == "m.weight");
+  const std::vector<std::pair<std::string, std::string>> skipped = {
+      {"m.cube", "3-D, not a matrix"},
+      {"m.index", "I32, not F32, F16, BF16 or F8_E4M3"},
+      {"m.scalar", "0-D, not a matrix"},
+      {"row.npy", "1-D, not a matrix"},
+      {"codes.npy", "uint8, not float32, float16 or bfloat16"}};
+  REQUIRE(report["skipped"].size() == skipped.size());
+  for (const auto& [name, reason] : skipped) {
+    INFO(name);
+    CHECK(std::count(report["skipped"].begin(), report["skipped"].end(),
+                     json{{"name", name}, {"reason", reason}}) == 1);
+    CHECK_THAT(err, TOOLS_CONTAINS("note: skipped " + name + " (" + reason + ")\n"));
+  }
+  CHECK_THAT(err, TOOLS_CONTAINS("1 tensors, 5 skipped (named above), 8 quantizations"));
+
+  // Nothing left to inspect: the error follows the notes that say why.
+  const auto [none_status, none_err] =
+      run(std::string(BLOCKSCALE_INSPECT) + " " + (dir / "row.npy").string(), dir);
+  CHECK(none_status == 1);
+  CHECK_THAT(none_err, TOOLS_CONTAINS("note: skipped row.npy (1-D, not a matrix)"));
+  CHECK_THAT(none_err, TOOLS_CONTAINS("no 2-D F32, F16, BF16 or F8_E4M3 tensor"));
 }
