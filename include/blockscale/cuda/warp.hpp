@@ -15,22 +15,23 @@
 /// GPU or not.
 ///
 /// The Warp interface (both types):
-///   `lanes<T>`                 per-lane storage; `x[lane]` is the lane's T
-///   `index()`                  this warp's index in its CTA
-///   `each(f)`                  f(lane) for each lane of the warp (on the device: this thread's)
-///   `max_over(v, width)`       v[lane] = max of v over the aligned group of `width` lanes holding
-///                              it (width a power of two, at most 32); unsigned integers
-///   `sum_over(v, width)`       the same with the sum
-///   `atomic_add(p, v)`, `atomic_max(p, v)` on global memory (returning the old value), `fence()`
-///   (a `__threadfence`), `load_volatile(p)`: what lane code calls for memory other CTAs touch.
-///   `mma(atom, d, a, b, c[, sfa, sfb])` one tensor-core instruction of the warp
-///   (cuda/warp/mma.hpp) `mul_bf16x2(a, b)`         (static) `mul.rn.bf16x2`, the dequantizer's
-///   multiply `copy_async(to, from, bytes, valid)` `cp.async` of `bytes` (4, 8 or 16) bytes global
-///   → shared,
-///                              of which the first `valid` are read and the rest zero-filled;
-///                              `commit_async()` closes a group, `wait_async<N>()` waits until at
-///                              most N groups are in flight (`cp.async.commit_group` /
-///                              `wait_group`)
+/// - `lanes<T>`: per-lane storage; `x[lane]` is the lane's T.
+/// - `index()`: this warp's index in its CTA.
+/// - `each(f)`: f(lane) for each lane of the warp (on the device: this thread's).
+/// - `max_over(v, width)`: v[lane] = the max of v over the aligned group of `width` lanes holding
+///   it (width a power of two, at most 32; unsigned integers). `sum_over(v, width)`: the same with
+///   the sum.
+/// - `atomic_add(p, v)` and `atomic_max(p, v)` on global memory (returning the old value),
+///   `fence()` (a `__threadfence`) and `load_volatile(p)`: what lane code calls for memory that
+///   other CTAs touch.
+/// - `mma(atom, d, a, b, c[, sfa, sfb])`: one tensor-core instruction of the warp
+///   (cuda/warp/mma.hpp).
+/// - `mul_bf16x2(a, b)` (static): `mul.rn.bf16x2`, the dequantizer's multiply (an
+///   `fma.rn.bf16x2` with -0 below sm_90).
+/// - `copy_async(to, from, bytes, valid)`: a `cp.async` of `bytes` (4, 8 or 16) bytes from global
+///   to shared memory, of which the first `valid` are read and the rest zero-filled.
+///   `commit_async()` closes a group of them, `wait_async<N>()` waits until at most N groups are
+///   in flight (`cp.async.commit_group`, `cp.async.wait_group`).
 #pragma once
 
 #include <cstdint>
