@@ -12,13 +12,18 @@
 //   blockscale_example_recipe_compare [--steps N] [--width N] [--batch N] [--layers 3|4]
 //                                     [--seed N] [--out DIR] [--threads N] [--quick] [--help]
 //
-// It prints a progress line per recipe and a table, and writes into the output folder:
+// It prints a progress line per recipe, a table, what the table's columns mean and how the FP4
+// recipes rank on held-out loss, tensor-amax passes and SQNR, and writes into the output folder
+// (recipe_compare_out/ in the current directory unless --out says otherwise):
 //   loss.csv  One row per step s = 0..steps. Column `step`, then one column per recipe with the
 //             training loss of batch s (computed before update s+1; empty on the last row), then
 //             one column `held-out <recipe>` per recipe with the held-out loss after s updates,
 //             filled only at the evaluation points (every steps/20 steps, and the last row).
-//   loss.svg  The training loss (a centred moving average of log(loss), over steps/10 steps) and
-//             the held-out loss of each recipe, log-scale y axis.
+//   loss.svg  Per recipe, the training loss of every batch (faint), its centred moving median
+//             over about steps/50 steps (solid) and the held-out loss (dashed, dots), on a log y
+//             axis that spans what is drawn. A batch more than 4x the median around it (a spike:
+//             the inputs are heavy-tailed) does not stretch the axis; when it lies above the
+//             axis, a triangle on the top edge marks it and the legend gives its step and loss.
 #include <blockscale/training/linear.hpp>
 #include <blockscale/training/recipe.hpp>
 
@@ -585,32 +590,50 @@ void write_csv(const std::filesystem::path& path, const std::vector<run_result>&
     throw std::runtime_error("cannot write " + path.string());
 }
 
-/// Centred moving geometric mean over `window` values (the window shrinking at both ends): a
-/// moving average of log(loss), so that a single heavy-tailed batch does not dominate it.
-std::vector<double> moving_geometric_mean(const std::vector<double>& v, int window) {
-  std::vector<double> out(v.size());
+/// Centred moving median over `window` values (the window shrinking at both ends), of the finite
+/// values only (NaN where there are none). A single heavy-tailed batch moves it by at most one
+/// rank, so it leaves no box the width of the window around a spike.
+std::vector<double> moving_median(const std::vector<double>& v, int window) {
+  std::vector<double> out(v.size()), values;
   const int half = window / 2, n = static_cast<int>(v.size());
   for (int i = 0; i < n; ++i) {
-    const int lo = std::max(0, i - half), hi = std::min(n - 1, i + half);
-    double sum = 0.0;
-    for (int j = lo; j <= hi; ++j)
-      sum += std::log(v[j]);
-    out[i] = std::exp(sum / (hi - lo + 1));
+    values.clear();
+    for (int j = std::max(0, i - half); j <= std::min(n - 1, i + half); ++j)
+      if (std::isfinite(v[j]))
+        values.push_back(v[j]);
+    if (values.empty()) {
+      out[i] = NAN;
+      continue;
+    }
+    const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+    std::nth_element(values.begin(), middle, values.end());
+    out[i] = *middle;
+    if (values.size() % 2 == 0)
+      out[i] = 0.5 * (out[i] + *std::max_element(values.begin(), middle));
   }
   return out;
 }
 
-/// The values m · 10^k between lo and hi, for m in {1, 2, 5} or only m = 1 (log-axis ticks).
-std::vector<double> log_ticks(double lo, double hi, bool decades_only) {
+/// Ticks of a log axis from lo to hi: the powers of ten, or the values m · 10^k for m in
+/// {1, 2, 5}, or for m in {1, 1.5, 2, 3, ..., 9}, whichever comes first with at least four ticks
+/// in the range; lo and hi themselves when even the last gives fewer than two.
+std::vector<double> log_ticks(double lo, double hi) {
+  const std::vector<std::vector<double>> mantissas{
+      {1.0}, {1.0, 2.0, 5.0}, {1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0}};
   std::vector<double> ticks;
-  for (int e = static_cast<int>(std::floor(std::log10(lo))) - 1;
-       e <= static_cast<int>(std::ceil(std::log10(hi))); ++e)
-    for (double m : {1.0, 2.0, 5.0}) {
-      const double t = m * std::pow(10.0, e);
-      if ((m == 1.0 || !decades_only) && t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9))
-        ticks.push_back(t);
-    }
-  return ticks;
+  for (const auto& set : mantissas) {
+    ticks.clear();
+    for (int e = static_cast<int>(std::floor(std::log10(lo)));
+         e <= static_cast<int>(std::ceil(std::log10(hi))); ++e)
+      for (double m : set) {
+        const double t = m * std::pow(10.0, e);
+        if (t >= lo && t <= hi)
+          ticks.push_back(t);
+      }
+    if (ticks.size() >= 4)
+      return ticks;
+  }
+  return ticks.size() >= 2 ? ticks : std::vector<double>{lo, hi};
 }
 
 /// SVG polyline points "x,y ..." for the positive, finite losses (a diverged run leaves a gap).
@@ -624,34 +647,65 @@ std::string svg_points(const std::vector<double>& steps, const std::vector<doubl
   return points;
 }
 
-/// The SVG plot: smoothed training loss (solid) and held-out loss (dashed, dots) per recipe.
-void write_svg(const std::filesystem::path& path, const std::vector<run_result>& runs,
-               const std::vector<int>& eval_steps, int steps, const std::string& title) {
-  const double width = 960, height = 600, left = 80, right = 760, top = 50, bottom = 540;
-  const char* colors[] = {"#000000", "#009E73", "#0072B2", "#D55E00"}; // Okabe-Ito
-  const int window = std::max(1, steps / 10) | 1;
-  std::vector<std::vector<double>> smooth;
-  double lo = INFINITY, hi = 0;
-  for (const auto& r : runs) {
-    smooth.push_back(moving_geometric_mean(r.train_loss, window));
-    for (const auto& series : {smooth.back(), r.held_out})
-      for (double v : series)
-        if (v > 0 && std::isfinite(v))
-          lo = std::min(lo, v), hi = std::max(hi, v);
+/// "step" or "N steps".
+std::string step_count(std::size_t n) {
+  return n == 1 ? "step" : std::to_string(n) + " steps";
+}
+
+/// The window of the plot's moving median: about a fiftieth of the run, odd, at least 3.
+int median_window(int steps) {
+  return std::max(3, steps / 50) | 1;
+}
+
+/// A batch whose loss exceeds this multiple of the moving median around it is a spike: it is drawn,
+/// but does not stretch the y axis; one above the axis is marked at its top edge.
+constexpr double spike_factor = 4.0;
+
+/// A step at which some recipe's batch loss lies above the plot's y axis.
+struct off_scale_step {
+  int step;
+  double min, max; // of the losses above the axis
+  int recipes;     // how many recipes have one
+
+  /// "37" or "32.5–41.7".
+  std::string losses() const {
+    return recipes == 1 ? format("%.3g", max) : format("%.3g", min) + format("–%.3g", max);
   }
+};
+
+/// The SVG plot: every batch's training loss (faint), its moving median (solid) and the held-out
+/// loss (dashed, dots) per recipe, on a log y axis fitted to what is drawn. Returns the steps with
+/// a batch loss above the axis (spikes, marked on the top edge).
+std::vector<off_scale_step> write_svg(const std::filesystem::path& path,
+                                      const std::vector<run_result>& runs,
+                                      const std::vector<int>& eval_steps, int steps,
+                                      const std::string& title) {
+  const double width = 960, height = 600, left = 80, right = 740, top = 50, bottom = 540;
+  const char* colors[] = {"#000000", "#009E73", "#0072B2", "#D55E00"}; // Okabe-Ito
+  const int window = median_window(steps);
+  std::vector<std::vector<double>> median;
+  // The y axis spans every value drawn except the spikes, with 3% of the span as margin.
+  double lo = INFINITY, hi = 0;
+  const auto include = [&](double v) {
+    if (v > 0 && std::isfinite(v))
+      lo = std::min(lo, v), hi = std::max(hi, v);
+  };
+  for (const auto& r : runs) {
+    median.push_back(moving_median(r.train_loss, window));
+    for (std::size_t s = 0; s < r.train_loss.size(); ++s) {
+      include(median.back()[s]);
+      if (!(r.train_loss[s] > spike_factor * median.back()[s]))
+        include(r.train_loss[s]);
+    }
+    for (double v : r.held_out)
+      include(v);
+  }
+  if (!(hi > 0))
+    lo = 0.1, hi = 10; // nothing finite to draw
   if (!(lo < hi))
-    lo = hi / 10, hi = hi * 10;
-  // The axis spans the data, widened to 1-2-5 values, or to powers of ten (then the only ticks)
-  // when the data spans more than two decades.
-  const bool decades_only = hi / lo > 100;
-  const auto candidates = log_ticks(lo / 10, hi * 10, decades_only);
-  double axis_lo = candidates.front(), axis_hi = candidates.back();
-  for (double t : candidates)
-    if (t <= lo)
-      axis_lo = t;
-  for (auto t = candidates.rbegin(); t != candidates.rend(); ++t)
-    if (*t >= hi)
-      axis_hi = *t;
+    lo = hi / 2, hi = hi * 2;
+  const double margin = std::pow(hi / lo, 0.03);
+  const double axis_lo = lo / margin, axis_hi = hi * margin;
   const auto x_of = [&](double step) { return left + (right - left) * step / steps; };
   const auto y_of = [&](double loss) {
     return bottom - (bottom - top) * std::log(loss / axis_lo) / std::log(axis_hi / axis_lo);
@@ -662,14 +716,14 @@ void write_svg(const std::filesystem::path& path, const std::vector<run_result>&
       << "\" viewBox=\"0 0 " << width << ' ' << height
       << "\" font-family=\"sans-serif\" font-size=\"13\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << (left + right) / 2 << "\" y=\"28\" text-anchor=\"middle\" "
+      << "<text x=\"" << (left + right) / 2 << "\" y=\"24\" text-anchor=\"middle\" "
       << "font-size=\"16\">" << title << "</text>\n";
   // Grid, ticks and labels.
-  for (double t : log_ticks(axis_lo, axis_hi, decades_only)) {
+  for (double t : log_ticks(axis_lo, axis_hi)) {
     const double y = y_of(t);
     out << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << y << "\" y2=\"" << y
         << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 8 << "\" y=\"" << y + 4
-        << "\" text-anchor=\"end\">" << format("%g", t) << "</text>\n";
+        << "\" text-anchor=\"end\">" << format("%.3g", t) << "</text>\n";
   }
   const double raw = steps / 8.0, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   const double x_step = raw / magnitude < 2   ? magnitude
@@ -687,7 +741,8 @@ void write_svg(const std::filesystem::path& path, const std::vector<run_result>&
       << "\" text-anchor=\"middle\">step</text>\n"
       << "<text transform=\"translate(22," << (top + bottom) / 2
       << ") rotate(-90)\" text-anchor=\"middle\">MSE loss (log scale)</text>\n";
-  // Curves, clipped to the plot area.
+  // Curves, clipped to the plot area: first every recipe's per-batch losses, faint, then the
+  // medians and the held-out losses over them.
   out << "<clipPath id=\"plot\"><rect x=\"" << left << "\" y=\"" << top << "\" width=\""
       << right - left << "\" height=\"" << bottom - top << "\"/></clipPath>\n"
       << "<g clip-path=\"url(#plot)\" fill=\"none\" stroke-width=\"2\">\n";
@@ -695,10 +750,14 @@ void write_svg(const std::filesystem::path& path, const std::vector<run_result>&
   for (int s = 0; s < steps; ++s)
     train_steps[s] = s;
   const std::vector<double> held_out_steps(eval_steps.begin(), eval_steps.end());
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out << "<polyline stroke=\"" << colors[i % 4]
+        << "\" stroke-width=\"1\" stroke-opacity=\"0.3\" points=\""
+        << svg_points(train_steps, runs[i].train_loss, x_of, y_of) << "\"/>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const char* color = colors[i % 4];
     out << "<polyline stroke=\"" << color << "\" points=\""
-        << svg_points(train_steps, smooth[i], x_of, y_of) << "\"/>\n<polyline stroke=\"" << color
+        << svg_points(train_steps, median[i], x_of, y_of) << "\"/>\n<polyline stroke=\"" << color
         << "\" stroke-dasharray=\"6 4\" points=\""
         << svg_points(held_out_steps, runs[i].held_out, x_of, y_of) << "\"/>\n";
     for (std::size_t e = 0; e < eval_steps.size(); ++e)
@@ -708,24 +767,146 @@ void write_svg(const std::filesystem::path& path, const std::vector<run_result>&
             << "\" stroke=\"none\"/>\n";
   }
   out << "</g>\n";
-  // Legend, right of the plot.
+  // The steps where some batch's loss is above the axis: a triangle on the top edge, and the step
+  // and the losses in the legend.
+  std::vector<off_scale_step> above;
+  for (int s = 0; s < steps; ++s) {
+    off_scale_step o{s, INFINITY, 0, 0};
+    for (const auto& r : runs)
+      if (std::isfinite(r.train_loss[s]) && r.train_loss[s] > axis_hi) {
+        o.min = std::min(o.min, r.train_loss[s]);
+        o.max = std::max(o.max, r.train_loss[s]);
+        ++o.recipes;
+      }
+    if (o.recipes != 0) {
+      above.push_back(o);
+      const double x = x_of(s);
+      out << "<path d=\"M" << format("%.1f", x - 5) << ',' << top << " L" << format("%.1f", x)
+          << ',' << top - 9 << " L" << format("%.1f", x + 5) << ',' << top
+          << " Z\" fill=\"#555\"/>\n";
+    }
+  }
+  // Legend, right of the plot: the recipes, then what is drawn.
+  const double key_x1 = right + 16, key_x2 = right + 46, text_x = right + 54;
+  const auto text = [&](double y, const std::string& line) {
+    out << "<text x=\"" << text_x << "\" y=\"" << y + 4 << "\">" << line << "</text>\n";
+  };
+  const auto key = [&](double y, const char* color, const char* attributes) {
+    out << "<line x1=\"" << key_x1 << "\" x2=\"" << key_x2 << "\" y1=\"" << y << "\" y2=\"" << y
+        << "\" stroke=\"" << color << "\" " << attributes << "/>\n";
+  };
   double y = top + 10;
-  for (std::size_t i = 0; i < runs.size(); ++i, y += 24)
-    out << "<line x1=\"" << right + 20 << "\" x2=\"" << right + 50 << "\" y1=\"" << y << "\" y2=\""
-        << y << "\" stroke=\"" << colors[i % 4] << "\" stroke-width=\"3\"/>\n<text x=\""
-        << right + 58 << "\" y=\"" << y + 4 << "\">" << runs[i].name << "</text>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i, y += 24) {
+    key(y, colors[i % 4], "stroke-width=\"3\"");
+    text(y, runs[i].name);
+  }
   y += 16;
-  out << "<line x1=\"" << right + 20 << "\" x2=\"" << right + 50 << "\" y1=\"" << y << "\" y2=\""
-      << y << "\" stroke=\"#555\" stroke-width=\"2\"/>\n<text x=\"" << right + 58 << "\" y=\""
-      << y + 4 << "\">training, geometric</text>\n<text x=\"" << right + 58 << "\" y=\"" << y + 20
-      << "\">mean of " << window << " steps</text>\n";
+  key(y, "#555", "stroke-width=\"1\" stroke-opacity=\"0.5\"");
+  text(y, "training loss of");
+  text(y + 16, "each batch");
   y += 44;
-  out << "<line x1=\"" << right + 20 << "\" x2=\"" << right + 50 << "\" y1=\"" << y << "\" y2=\""
-      << y << "\" stroke=\"#555\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n<circle cx=\""
-      << right + 35 << "\" cy=\"" << y << "\" r=\"3\" fill=\"#555\"/>\n<text x=\"" << right + 58
-      << "\" y=\"" << y + 4 << "\">held-out</text>\n</svg>\n";
+  key(y, "#555", "stroke-width=\"2\"");
+  text(y, "its median over");
+  text(y + 16, std::to_string(window) + " steps");
+  y += 44;
+  key(y, "#555", "stroke-width=\"2\" stroke-dasharray=\"6 4\"");
+  out << "<circle cx=\"" << (key_x1 + key_x2) / 2 << "\" cy=\"" << y
+      << "\" r=\"3\" fill=\"#555\"/>\n";
+  text(y, "held-out loss");
+  if (eval_steps.size() > 1)
+    text(y + 16, "every " + step_count(static_cast<std::size_t>(eval_steps[1] - eval_steps[0])));
+  if (!above.empty()) {
+    y += 44;
+    out << "<path d=\"M" << (key_x1 + key_x2) / 2 - 5 << ',' << y + 4 << " L"
+        << (key_x1 + key_x2) / 2 << ',' << y - 5 << " L" << (key_x1 + key_x2) / 2 + 5 << ','
+        << y + 4 << " Z\" fill=\"#555\"/>\n";
+    text(y, "above the axis:");
+    constexpr std::size_t listed = 5;
+    for (std::size_t k = 0; k < std::min(above.size(), listed); ++k) {
+      const off_scale_step& o = above[k];
+      text(y += 16, "step " + std::to_string(o.step) + ", " + std::to_string(o.recipes) +
+                        (o.recipes == 1 ? " recipe:" : " recipes:"));
+      text(y += 16, "loss " + o.losses());
+    }
+    if (above.size() > listed)
+      text(y += 16, "and " + std::to_string(above.size() - listed) + " more steps");
+  }
+  out << "</svg>\n";
   if (!out)
     throw std::runtime_error("cannot write " + path.string());
+  return above;
+}
+
+/// "name value, name value, ..." for the quantized runs, ordered by `key` (smallest first, or
+/// largest with `descending`; NaN last), each value written by `label`.
+template <class Key, class Label>
+std::string ranking(const std::vector<run_result>& runs, Key key, bool descending, Label label) {
+  std::vector<const run_result*> order;
+  for (const auto& r : runs)
+    if (r.quantized)
+      order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(), [&](const run_result* a, const run_result* b) {
+    const double x = key(*a), y = key(*b);
+    if (std::isnan(x) || std::isnan(y))
+      return !std::isnan(x) && std::isnan(y);
+    return descending ? x > y : x < y;
+  });
+  std::string text;
+  for (const run_result* r : order)
+    text += (text.empty() ? "" : ", ") + r->name + ' ' + label(*r);
+  return text;
+}
+
+/// What the table's columns mean, and how the quantized recipes rank on loss, cost and SQNR.
+void print_summary(const std::vector<run_result>& runs, std::size_t tail, int stride,
+                   std::size_t held_out_rows, std::uint64_t seed) {
+  std::printf(
+      "\nThe columns:\n"
+      "  train loss          mean training loss of the last %s (lower is better)\n"
+      "  held-out            loss on the %zu held-out samples after the last step, through the\n"
+      "                      recipe's quantized forward pass (lower is better)\n"
+      "  gap                 the two losses relative to high precision\n"
+      "  amax                share of quantize calls that measured a tensor amax, a pass over the\n"
+      "                      whole tensor: the cost of the tensor scale\n"
+      "  Fprop X .. Wgrad X  SQNR in dB of each GEMM operand's quantization, measured every\n"
+      "                      %s, averaged over the layers (higher is better)\n"
+      "  seconds             wall time of training and evaluation; host emulation, not the speed\n"
+      "                      of FP4 hardware\n",
+      step_count(tail).c_str(), held_out_rows, step_count(stride).c_str());
+  const double hp_held_out = runs[0].held_out.back();
+  const auto held_out = [](const run_result& r) {
+    return std::isfinite(r.held_out.back()) ? r.held_out.back() : NAN;
+  };
+  const auto mean_sqnr = [](const run_result& r) {
+    double sum = 0.0;
+    int count = 0;
+    for (double sqnr : r.sqnr_db)
+      if (!std::isnan(sqnr)) {
+        sum += sqnr;
+        ++count;
+      }
+    return count == 0 ? NAN : sum / count;
+  };
+  std::printf(
+      "\nThis run (seed %llu; another --seed shows how much of an ordering is noise), best first:\n"
+      "  held-out gap   %s\n"
+      "  amax share     %s (the fewer passes over a tensor, the cheaper)\n"
+      "  operand SQNR   %s (mean of the quantized operands)\n",
+      static_cast<unsigned long long>(seed),
+      ranking(runs, held_out, false,
+              [&](const run_result& r) {
+                return std::isnan(held_out(r))
+                           ? std::string("diverged")
+                           : format("%+.1f%%", 100.0 * (held_out(r) - hp_held_out) / hp_held_out);
+              })
+          .c_str(),
+      ranking(
+          runs, [](const run_result& r) { return r.amax_fraction; }, false,
+          [](const run_result& r) { return format("%.1f%%", 100.0 * r.amax_fraction); })
+          .c_str(),
+      ranking(runs, mean_sqnr, true, [&](const run_result& r) {
+        return format("%.1f dB", mean_sqnr(r));
+      }).c_str());
 }
 
 } // namespace
@@ -765,20 +946,30 @@ int main(int argc, char** argv) {
 
     std::printf("\n");
     print_table(runs);
-    std::printf("\ntrain loss: mean of the last %zu steps; held-out: after the last step, through "
-                "the recipe's quantized forward pass; gap: relative to high precision.\n"
-                "amax: share of quantize calls that measured a tensor amax. Fprop X .. Wgrad X: "
-                "SQNR of each GEMM operand's quantization in dB, measured every %d steps, "
-                "averaged over the layers.\nseconds: wall time of the recipe's training and "
-                "evaluation.\n",
-                std::max<std::size_t>(1, runs[0].train_loss.size() / 20), e.stride);
+    print_summary(runs, std::max<std::size_t>(1, runs[0].train_loss.size() / 20), e.stride,
+                  e.held_out_rows, opt.seed);
 
-    write_csv(opt.out / "loss.csv", runs, e.eval_steps, opt.steps);
-    write_svg(opt.out / "loss.svg", runs, e.eval_steps, opt.steps,
-              "Student MLP " + dims + ", batch " + std::to_string(opt.batch) + ", seed " +
-                  std::to_string(opt.seed));
-    std::printf("\nwrote %s and %s\n", (opt.out / "loss.csv").string().c_str(),
-                (opt.out / "loss.svg").string().c_str());
+    const auto csv = opt.out / "loss.csv", svg = opt.out / "loss.svg";
+    write_csv(csv, runs, e.eval_steps, opt.steps);
+    const auto spikes = write_svg(svg, runs, e.eval_steps, opt.steps,
+                                  "Student MLP " + dims + ", batch " + std::to_string(opt.batch) +
+                                      ", seed " + std::to_string(opt.seed));
+    std::printf("\nThe plot, %s (log scale), per recipe:\n"
+                "  faint     the training loss of every batch\n"
+                "  solid     its median over %d steps\n"
+                "  dashed    the held-out loss, every %s\n",
+                svg.string().c_str(), median_window(opt.steps), step_count(e.stride).c_str());
+    if (!spikes.empty()) {
+      std::string steps;
+      for (std::size_t k = 0; k < std::min<std::size_t>(spikes.size(), 3); ++k)
+        steps += (k == 0 ? " " : ", ") + std::to_string(spikes[k].step) + " (" +
+                 spikes[k].losses() + ")";
+      if (spikes.size() > 3)
+        steps += " and " + std::to_string(spikes.size() - 3) + " more";
+      std::printf("  top edge  a triangle where a batch loss is above the axis: step%s%s\n",
+                  spikes.size() == 1 ? "" : "s", steps.c_str());
+    }
+    std::printf("The losses of every step: %s\n", csv.string().c_str());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "recipe_compare: %s\n", error.what());
     return 1;
