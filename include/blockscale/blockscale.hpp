@@ -21,6 +21,7 @@
 #include "block/matrix_view.hpp"
 #include "block/quantize_params.hpp"
 #include "block/quantized_view.hpp"
+#include "block/registry.hpp"
 #include "block/scale_layout.hpp"
 #include "block/scale_rule.hpp"
 #include "block/tensor_scale.hpp"

@@ -21,7 +21,9 @@ from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, qu
 from ._scalar import ROUNDINGS, convert, decode
 from ._tensor import BLOCK_FORMATS, SCALAR_FORMATS, QuantizedTensor, dequantize, scale_offsets
 
-__version__ = "0.1.0"
+# One version for the library and the package: include/blockscale/config.hpp, read by the build
+# (pyproject.toml) and compiled into the extension.
+__version__ = _core.registry()["version"]
 
 __all__ = [
     "BLOCK_FORMATS", "SCALAR_FORMATS", "ROUNDINGS", "RULES",

@@ -14,16 +14,14 @@ Policy = Union[
     _core.NoTensorScale, _core.CurrentTensorScale, _core.PeriodicTensorScale, _core.DelayedTensorScale
 ]
 
-# The C++ scale_rules presets by name, for FP4 elements. ocp_floor's target is 2^emax of the
-# element format and rceil's its largest value, so for MXFP8 (E4M3 elements) they are 256 and 448.
+# The scale-rule presets by name, as the library resolves them for FP4 elements (ocp_floor's
+# target is 2^emax of the element format and rceil's its largest value, so for MXFP8's E4M3
+# elements they are 256 and 448: `scale_rule(name, format)` resolves them per format).
 RULES = {
-    "nvfp4": (6.0, "nearest_even"),
-    "ocp_floor": (4.0, "down"),
-    "rceil": (6.0, "up"),
-    "ue5m3_nearest": (6.0, "nearest_even"),
-    "ue5m3_up": (6.0, "up"),
+    name: (rule.target, rule.rounding.name)
+    for name in _core.registry()["scale_rules"]
+    for rule in (_core.scale_rule_named(name, "nvfp4"),)
 }
-_E4M3_TARGETS = {"ocp_floor": 256.0, "rceil": 448.0}
 
 
 def scale_rule(rule: Union[str, ScaleRule, tuple], format: str = "nvfp4") -> ScaleRule:
@@ -32,13 +30,12 @@ def scale_rule(rule: Union[str, ScaleRule, tuple], format: str = "nvfp4") -> Sca
     if isinstance(rule, ScaleRule):
         return rule
     if isinstance(rule, str):
-        if rule not in RULES:
-            raise ValueError(f"unknown scale rule {rule!r} (one of {', '.join(RULES)})")
-        target, rounding = RULES[rule]
-        if format == "mxfp8" and rule in _E4M3_TARGETS:
-            target = _E4M3_TARGETS[rule]
-        rule = (target, rounding)
-    target, rounding = rule
+        return _core.scale_rule_named(rule, check_block_format(format))
+    try:
+        target, rounding = rule
+    except (TypeError, ValueError):
+        raise ValueError(f"rule must be a preset name, a ScaleRule or a (target, rounding) pair, "
+                         f"not {rule!r}") from None
     return ScaleRule(float(target), _enum(_core.scale_rounding, rounding, "rule rounding"))
 
 

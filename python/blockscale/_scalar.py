@@ -8,7 +8,8 @@ import numpy as np
 
 from ._native import core as _core
 
-ROUNDINGS = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "to_odd", "stochastic")
+# The library's rounding tags by name (block/registry.hpp), and stochastic rounding beside them.
+ROUNDINGS = tuple(_core.registry()["convert_roundings"]) + ("stochastic",)
 
 
 def convert(

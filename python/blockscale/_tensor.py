@@ -17,16 +17,12 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     ml_dtypes = None
     _BFLOAT16 = None
 
-BLOCK_FORMATS = ("nvfp4", "mxfp4", "ue5m3_fp4", "mxfp8")
-SCALAR_FORMATS = ("e2m1", "e4m3", "e5m2", "ue4m3", "ue5m3", "ue5m3_ieee", "ue8m0", "e2m3", "e3m2")
-
-# Each block format's element and scale formats (the C++ block_format aliases).
-_PARTS = {
-    "nvfp4": ("e2m1", "ue4m3"),
-    "mxfp4": ("e2m1", "ue8m0"),
-    "ue5m3_fp4": ("e2m1", "ue5m3"),
-    "mxfp8": ("e4m3", "ue8m0"),
-}
+# The library's closed lists (block/registry.hpp): the preset block formats with their parts, and
+# the scalar formats.
+_REGISTRY = _core.registry()
+_PARTS = dict(_REGISTRY["block_formats"])
+BLOCK_FORMATS = tuple(_PARTS)
+SCALAR_FORMATS = tuple(_REGISTRY["scalar_formats"])
 
 
 def _is_torch(x: Any) -> bool:
@@ -66,7 +62,7 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
         else:
             raise ValueError(
                 f"{name} must be float32, float16 or bfloat16, not {array.dtype} "
-                "(convert float64 with .astype(numpy.float32) first)"
+                f"(convert it with {name}.astype(numpy.float32) first)"
             )
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, not {array.ndim}-D (shape {array.shape})")
@@ -177,15 +173,15 @@ class QuantizedTensor:
 
     @property
     def element_format(self) -> str:
-        return _PARTS[self.format][0]
+        return _PARTS[self.format]["element"]
 
     @property
     def scale_format(self) -> str:
-        return _PARTS[self.format][1]
+        return _PARTS[self.format]["scale"]
 
     @property
     def block_size(self) -> int:
-        return 16 if self.format in ("nvfp4", "ue5m3_fp4") else 32
+        return _PARTS[self.format]["block_size"]
 
     @property
     def blocks_per_row(self) -> int:
@@ -310,6 +306,9 @@ def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = Fal
     """
     from ._quantize import _integer
 
+    if not isinstance(q, QuantizedTensor):
+        raise ValueError(f"q must be a QuantizedTensor (from quantize or QuantizedTensor.from_arrays), "
+                         f"not {type(q).__name__}")
     np_dtype, element = _out_dtype(dtype)
     threads = _integer(threads, "threads (0: all cores)", 0, 1 << 32)
     need = _core.storage(q.format, q.shape_info)  # check the sizes before allocating the result

@@ -27,18 +27,14 @@ decode_scale=decode_scale(value, convention))``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-CONVENTIONS = {
-    "compressed_tensors": "divisor",
-    "flashinfer": "divisor",
-    "transformer_engine": "divisor",
-    "modelopt": "multiplier",
-    "torchao": "multiplier",
-}
+from ._native import core as _core
 
-_F32 = np.float32
-_FLT_MAX = np.finfo(np.float32).max
+# The conventions and their kinds, from the library (block/registry.hpp, block/global_scale.hpp).
+CONVENTIONS = dict(_core.registry()["conventions"])
 
 
 def kind(convention: str) -> str:
@@ -48,56 +44,57 @@ def kind(convention: str) -> str:
     return CONVENTIONS[convention]
 
 
-def _reciprocal(value: float) -> float:
-    with np.errstate(divide="ignore", over="ignore"):
-        return float(_F32(1.0) / _F32(value))
+def _float32(value: float, name: str) -> float:
+    """`value` as the float32 the library computes with."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, not {value!r}") from None
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
+
+
+def _positive(value: float, name: str) -> float:
+    v = _float32(value, name)
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be finite and positive in float32, not {value!r}")
+    return v
 
 
 def encode_scale(value: float, convention: str) -> float:
     """The s_enc to pass as ``quantize(..., encode_scale=...)`` for a global scale given in
     `convention` (float32 arithmetic)."""
-    v = float(_F32(value))
-    if not (v > 0.0 and np.isfinite(v)):
-        raise ValueError(f"a global scale must be finite and positive, not {value}")
-    return v if kind(convention) == "divisor" else _reciprocal(v)
+    kind(convention)
+    return _core.encode_scale_from_global(_positive(value, "a global scale"), convention)
 
 
 def decode_scale(value: float, convention: str) -> float:
-    """The s_dec (``QuantizedTensor.decode_scale``) for a global scale given in `convention`."""
-    v = float(_F32(value))
-    if not (v > 0.0 and np.isfinite(v)):
-        raise ValueError(f"a global scale must be finite and positive, not {value}")
-    return v if kind(convention) == "multiplier" else _reciprocal(v)
+    """The s_dec (``QuantizedTensor.decode_scale``) for a global scale given in `convention`: the
+    value itself for a multiplier, fp32(1 / value) for a divisor."""
+    kind(convention)
+    return _core.decode_scale_from_global(_positive(value, "a global scale"), convention)
 
 
 def from_blockscale(encode: float, convention: str) -> float:
     """The value `convention` stores for a tensor quantized with s_enc = `encode`: s_enc for a
     divisor, 1 / s_enc (blockscale's decode_scale, bit for bit) for a multiplier."""
-    e = float(_F32(encode))
-    if not (e > 0.0 and np.isfinite(e)):
-        raise ValueError(f"encode scale must be finite and positive, not {encode}")
-    return e if kind(convention) == "divisor" else _reciprocal(e)
+    kind(convention)
+    return _core.global_scale_from_encode(_positive(encode, "encode scale"), convention)
 
 
 def global_scale(amax: float, convention: str, numerator: float = 448.0 * 6.0) -> float:
     """The global scale `convention` computes from a tensor amax, as that library computes it in
-    float32:
+    float32 (the C++ ``global_scale``, bit for bit):
 
     - compressed_tensors, flashinfer: ``2688 / amax_tensor`` in torch, which torch evaluates as
       fp32(1 / amax) * 2688 (two roundings; an ulp from the correctly rounded quotient for about
-      a quarter of amaxes), and 1 where that is not finite (compressed-tensors' nan_to_num);
-    - transformer_engine: the correctly rounded quotient capped at FLT_MAX (so amax = 0 gives
-      FLT_MAX), 1 where it is 0 or NaN: CurrentTensorScale's rule, bit for bit;
-    - modelopt, torchao: fp32(amax / 2688), 1 where that is zero or not finite.
+      a quarter of amaxes), and 1 where that is not finite or not positive (compressed-tensors'
+      nan_to_num);
+    - transformer_engine: the correctly rounded quotient of the magnitude, capped at FLT_MAX (so
+      amax = 0 and -0 give FLT_MAX), 1 where it is 0 or NaN: CurrentTensorScale's rule, bit for
+      bit;
+    - modelopt, torchao: fp32(amax / 2688), 1 where that is zero, negative or not finite.
     """
-    a = _F32(amax)
-    n = _F32(numerator)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        if convention in ("compressed_tensors", "flashinfer"):
-            g = float((_F32(1.0) / a) * n)
-        elif convention == "transformer_engine":
-            g = min(float(n / a), float(_FLT_MAX))
-            return g if g > 0.0 else 1.0  # 0 (amax = Inf) and NaN give 1
-        else:
-            g = float(a / n) if kind(convention) == "multiplier" else float(n / a)
-    return g if (g > 0.0 and np.isfinite(g)) else 1.0
+    kind(convention)
+    return _core.global_scale(_float32(amax, "amax"), convention,
+                              _float32(numerator, "numerator"))

@@ -9,6 +9,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -29,74 +30,13 @@ using input = nb::ndarray<nb::ro, nb::device::cpu>; // only read: read-only arra
 
 // ---- Run-time names meet the types -----------------------------------------------------------
 
-bs::block_format_id block_format_named(const std::string& name) {
-  for (int id = 1; id <= 4; ++id)
-    if (name == bs::to_string(static_cast<bs::block_format_id>(id)))
-      return static_cast<bs::block_format_id>(id);
-  throw std::invalid_argument("unknown block format '" + name +
-                              "' (nvfp4, mxfp4, ue5m3_fp4 or mxfp8)");
-}
-
-/// Calls f(block_format_tag<F>{}) for the block format named `name`.
+/// Calls f(block_format_tag<F>{}) for the preset block format named `name`.
 template <class F>
 decltype(auto) with_block_format(const std::string& name, F&& f) {
-  return bs::visit_block_format(block_format_named(name), [&](auto tag) -> decltype(auto) {
-    if constexpr (std::is_same<decltype(tag), bs::high_precision_tag>::value)
-      return f(bs::block_format_tag<bs::nvfp4>{}); // unreachable: block_format_named checked
-    else
-      return f(tag);
-  });
+  return bs::visit_preset_named(name, std::forward<F>(f));
 }
 
-template <class T>
-struct type_tag {
-  using type = T;
-};
-
-/// Calls f(type_tag<M>{}) for the scalar format named `name`.
-template <class F>
-decltype(auto) with_scalar_format(const std::string& name, F&& f) {
-  if (name == "e2m1")
-    return f(type_tag<bs::e2m1>{});
-  if (name == "e4m3")
-    return f(type_tag<bs::e4m3>{});
-  if (name == "e5m2")
-    return f(type_tag<bs::e5m2>{});
-  if (name == "ue4m3")
-    return f(type_tag<bs::ue4m3>{});
-  if (name == "ue5m3")
-    return f(type_tag<bs::ue5m3>{});
-  if (name == "ue5m3_ieee")
-    return f(type_tag<bs::ue5m3_ieee>{});
-  if (name == "ue8m0")
-    return f(type_tag<bs::ue8m0>{});
-  if (name == "e2m3")
-    return f(type_tag<bs::e2m3>{});
-  if (name == "e3m2")
-    return f(type_tag<bs::e3m2>{});
-  throw std::invalid_argument("unknown scalar format '" + name +
-                              "' (e2m1, e4m3, e5m2, ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3, e3m2)");
-}
-
-/// Calls f(rounding tag) for the element rounding named `name` (not "stochastic").
-template <class F>
-decltype(auto) with_rounding(const std::string& name, F&& f) {
-  if (name == "nearest_even")
-    return f(bs::round_nearest_even{});
-  if (name == "nearest_away")
-    return f(bs::round_nearest_away{});
-  if (name == "toward_zero")
-    return f(bs::round_toward_zero{});
-  if (name == "up")
-    return f(bs::round_up{});
-  if (name == "down")
-    return f(bs::round_down{});
-  if (name == "to_odd")
-    return f(bs::round_to_odd{});
-  throw std::invalid_argument("unknown rounding '" + name +
-                              "' (nearest_even, nearest_away, toward_zero, up, down, to_odd, "
-                              "stochastic)");
-}
+using bs::type_tag;
 
 // ---- Arrays ------------------------------------------------------------------------------------
 
@@ -368,7 +308,7 @@ void convert_all(const From* x, std::uint8_t* codes, std::size_t n, const std::s
       codes[i] = bs::convert<M>(x[i], bs::round_stochastic{bits[i]}, overflow).bits();
     return;
   }
-  with_rounding(rounding, [&](auto tag) {
+  bs::visit_convert_rounding(rounding, [&](auto tag) {
     for (std::size_t i = 0; i < n; ++i)
       codes[i] = bs::convert<M>(x[i], tag, overflow).bits();
   });
@@ -393,7 +333,7 @@ void convert(const input& x, const array& codes, const std::string& format,
   }
   if (overflow != "saturate" && overflow != "nonfinite")
     throw std::invalid_argument("unknown overflow '" + overflow + "' (saturate or nonfinite)");
-  with_scalar_format(format, [&](auto format_tag) {
+  bs::visit_scalar_format(format, [&](auto format_tag) {
     using M = typename decltype(format_tag)::type;
     const auto run = [&](const auto* input) {
       if (overflow == "saturate") {
@@ -421,7 +361,7 @@ void decode(const input& codes, const array& values, const std::string& format) 
   if (!is_dtype(values, nb::dlpack::dtype_code::Float, 32) || values.size() != in.second)
     throw std::invalid_argument("values must be float32 with one value per code");
   float* out = static_cast<float*>(values.data());
-  with_scalar_format(format, [&](auto format_tag) {
+  bs::visit_scalar_format(format, [&](auto format_tag) {
     using M = typename decltype(format_tag)::type;
     for (std::size_t i = 0; i < in.second; ++i) {
       if ((in.first[i] & ~M::traits::code_mask) != 0)
@@ -440,21 +380,83 @@ void bind_counters(nb::class_<Policy> c) { // a handle: the copy names the same 
       .def_ro("calls", &Policy::calls);
 }
 
-/// A policy class made by `Policy::make<F>(args...)` for the block format named in Python.
-template <class Policy, class... Args, class... Names>
-nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Names&&... names) {
+/// A count from Python (an interval, a history length): std::invalid_argument naming it unless
+/// it is 0 .. `max` (0 means 1, as in the policies' make). Python ints arrive as int64 so that a
+/// negative one is a ValueError here, not a failed conversion.
+std::uint32_t count_arg(std::int64_t value, const char* name, std::int64_t max) {
+  if (value < 0 || value > max)
+    throw std::invalid_argument(std::string(name) + " must be an integer from 0 to " +
+                                std::to_string(max) + ", not " + std::to_string(value));
+  return static_cast<std::uint32_t>(value);
+}
+
+/// A headroom or margin in binades from Python, checked for block format F by the library.
+template <class F>
+int binades_arg(std::int64_t value, const char* name) {
+  const std::int64_t limit = bs::max_headroom_binades<F>();
+  bs::check_headroom_binades<F>(static_cast<int>(value < 0       ? -1
+                                                 : value > limit ? limit + 1
+                                                                 : value),
+                                name);
+  return static_cast<int>(value);
+}
+
+/// A policy class whose __init__(format, args...) calls make(block_format_tag<F>{}, args...) for
+/// the block format named in Python.
+template <class Policy, class... Args, class Make, class... Names>
+nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Make make, Names&&... names) {
   nb::class_<Policy> c(m, name, nb::dynamic_attr());
   c.def(
       "__init__",
-      [](nb::pointer_and_handle<Policy> self, const std::string& format, Args... args) {
-        with_block_format(format, [&](auto tag) {
-          new (self.p) Policy(Policy::template make<typename decltype(tag)::type>(args...));
-        });
+      [make](nb::pointer_and_handle<Policy> self, const std::string& format, Args... args) {
+        with_block_format(format, [&](auto tag) { new (self.p) Policy(make(tag, args...)); });
         nb::setattr(self.h, "format", nb::str(format.c_str())); // checked by quantize_into
       },
       nb::arg("format"), std::forward<Names>(names)...);
   bind_counters(c);
   return c;
+}
+
+/// The library's closed lists (block/registry.hpp) for the Python package: every name it offers,
+/// and each preset's parts, come from here.
+template <std::size_t N>
+nb::list name_list(const char* const (&names)[N], std::size_t first = 0) {
+  nb::list out;
+  for (std::size_t i = first; i < N; ++i)
+    out.append(nb::str(names[i]));
+  return out;
+}
+
+nb::dict registry() {
+  nb::dict d;
+  d["scalar_formats"] = name_list(bs::scalar_format_names);
+  d["convert_roundings"] = name_list(bs::convert_rounding_names);
+  d["element_roundings"] = name_list(bs::element_rounding_names);
+  d["scale_roundings"] = name_list(bs::scale_rounding_names);
+  d["block_shapes"] = name_list(bs::block_shape_names);
+  d["scale_layouts"] = name_list(bs::scale_layout_names);
+  d["scale_rules"] = name_list(bs::scale_rule_names);
+  nb::dict conventions;
+  for (const char* name : bs::global_scale_convention_names)
+    conventions[name] =
+        bs::stores_divisor(bs::global_scale_convention_named(name)) ? "divisor" : "multiplier";
+  d["conventions"] = conventions;
+  nb::dict presets;
+  for (std::size_t id = 1; id < sizeof(bs::preset_names) / sizeof(bs::preset_names[0]); ++id)
+    with_block_format(bs::preset_names[id], [&](auto tag) {
+      using F = typename decltype(tag)::type;
+      nb::dict parts;
+      parts["element"] = bs::scalar_format_name<typename F::element_type>();
+      parts["scale"] = bs::scalar_format_name<typename F::scale_type>();
+      parts["block_size"] = F::block_size;
+      parts["element_bits"] = F::element_bits;
+      presets[bs::preset_names[id]] = parts;
+    });
+  d["block_formats"] = presets;
+  d["version"] = std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." +
+                 std::to_string(BLOCKSCALE_VERSION_MINOR) + "." +
+                 std::to_string(BLOCKSCALE_VERSION_PATCH);
+  return d;
 }
 
 } // namespace
@@ -540,14 +542,33 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
   });
 
   bind_counters(nb::class_<bs::no_tensor_scale>(m, "NoTensorScale").def(nb::init<>()));
-  bind_policy<bs::current_tensor_scale, int>(m, "CurrentTensorScale", nb::arg("headroom") = 0)
+  bind_policy<bs::current_tensor_scale, std::int64_t>(
+      m, "CurrentTensorScale",
+      [](auto tag, std::int64_t headroom) {
+        using F = typename decltype(tag)::type;
+        return bs::current_tensor_scale::make<F>(binades_arg<F>(headroom, "headroom"));
+      },
+      nb::arg("headroom") = 0)
       .def_ro("numerator", &bs::current_tensor_scale::numerator);
-  bind_policy<bs::periodic_tensor_scale, std::uint32_t, int>(
-      m, "PeriodicTensorScale", nb::arg("interval") = 100, nb::arg("headroom") = 0)
+  bind_policy<bs::periodic_tensor_scale, std::int64_t, std::int64_t>(
+      m, "PeriodicTensorScale",
+      [](auto tag, std::int64_t interval, std::int64_t headroom) {
+        using F = typename decltype(tag)::type;
+        return bs::periodic_tensor_scale::make<F>(count_arg(interval, "interval", UINT32_MAX),
+                                                  binades_arg<F>(headroom, "headroom"));
+      },
+      nb::arg("interval") = 100, nb::arg("headroom") = 0)
       .def_ro("interval", &bs::periodic_tensor_scale::interval)
       .def_ro("numerator", &bs::periodic_tensor_scale::numerator);
-  bind_policy<bs::delayed_tensor_scale, std::uint32_t, int>(
-      m, "DelayedTensorScale", nb::arg("history") = 16, nb::arg("margin") = 0)
+  bind_policy<bs::delayed_tensor_scale, std::int64_t, std::int64_t>(
+      m, "DelayedTensorScale",
+      [](auto tag, std::int64_t history, std::int64_t margin) {
+        using F = typename decltype(tag)::type;
+        return bs::delayed_tensor_scale::make<F>(
+            count_arg(history, "history", bs::delayed_tensor_scale::capacity),
+            binades_arg<F>(margin, "margin"));
+      },
+      nb::arg("history") = 16, nb::arg("margin") = 0)
       .def_ro("history", &bs::delayed_tensor_scale::history)
       .def_ro("numerator", &bs::delayed_tensor_scale::numerator);
 
@@ -588,4 +609,26 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
   m.def("convert", &convert, nb::arg("x"), nb::arg("codes"), nb::arg("format"), nb::arg("rounding"),
         nb::arg("overflow"), nb::arg("random_bits").none());
   m.def("decode", &decode, nb::arg("codes"), nb::arg("values"), nb::arg("format"));
+
+  m.def("registry", &registry);
+  m.def("scale_rule_named", [](const std::string& rule, const std::string& format) {
+    return with_block_format(
+        format, [&](auto tag) { return bs::scale_rule_named<typename decltype(tag)::type>(rule); });
+  });
+  // Global-scale conventions (block/global_scale.hpp): float32 in, float32 out.
+  m.def(
+      "global_scale",
+      [](float amax, const std::string& convention, float numerator) {
+        return bs::global_scale(amax, bs::global_scale_convention_named(convention), numerator);
+      },
+      nb::arg("amax"), nb::arg("convention"), nb::arg("numerator"));
+  m.def("encode_scale_from_global", [](float value, const std::string& convention) {
+    return bs::encode_scale_from_global(value, bs::global_scale_convention_named(convention));
+  });
+  m.def("decode_scale_from_global", [](float value, const std::string& convention) {
+    return bs::decode_scale_from_global(value, bs::global_scale_convention_named(convention));
+  });
+  m.def("global_scale_from_encode", [](float encode, const std::string& convention) {
+    return bs::global_scale_from_encode(encode, bs::global_scale_convention_named(convention));
+  });
 }

@@ -63,3 +63,49 @@ def test_reciprocal_form_differs_from_the_quotient_sometimes():
     differ = ct != te
     assert 0 < differ.sum() < len(amaxes) // 2
     assert (np.abs(ct[differ].view(np.int32) - te[differ].view(np.int32)) == 1).all()  # one ulp
+
+
+def _bfloat16_amaxes():
+    """Every bfloat16 bit pattern as a float32: zeros of both signs, negatives, subnormals, Inf
+    and NaN included."""
+    bits = np.arange(1 << 16, dtype=np.uint32) << 16
+    return bits.view(np.float32)
+
+
+def _oracle(amax, convention, numerator=np.float32(2688)):
+    """Each convention's rule written from its definition in float32 numpy (vectorized), as an
+    independent check of the library's `global_scale`."""
+    f32 = np.float32
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if convention in ("compressed_tensors", "flashinfer"):
+            g = (f32(1) / amax).astype(f32) * numerator
+        elif convention == "transformer_engine":
+            q = np.float64(numerator) / np.abs(amax).astype(np.float64)  # -0 is a magnitude 0
+            capped = np.minimum(q, np.float64(np.finfo(f32).max)).astype(f32)
+            return np.where(np.isnan(q) | (capped == 0), f32(1), capped)
+        else:
+            g = (amax / numerator).astype(f32)
+    return np.where((g > 0) & np.isfinite(g), g, f32(1)).astype(f32)
+
+
+@pytest.mark.parametrize("convention", list(cv.CONVENTIONS))
+def test_every_bfloat16_amax_against_an_independent_rule(convention):
+    amaxes = _bfloat16_amaxes()
+    want = _oracle(amaxes, convention)
+    got = np.array([cv.global_scale(float(a), convention) for a in amaxes], np.float32)
+    bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert bad.size == 0, f"{convention}: {bad.size} amaxes differ, first {amaxes[bad[0]]!r}"
+
+
+def test_negative_zero_and_negative_amax_follow_the_library():
+    # An amax is a magnitude for Transformer Engine's rule: -0 is 0 (FLT_MAX), -2 is 2.
+    assert cv.global_scale(-0.0, "transformer_engine") == np.finfo(np.float32).max
+    assert cv.global_scale(-2.0, "transformer_engine") == 1344.0
+    # The other conventions compute a negative quotient, which gives 1.
+    for convention in ("compressed_tensors", "flashinfer", "modelopt", "torchao"):
+        assert cv.global_scale(-2.0, convention) == 1.0
+
+
+def test_conventions_come_from_the_library():
+    assert cv.CONVENTIONS == bs._core.registry()["conventions"]
+    assert set(cv.CONVENTIONS.values()) == {"divisor", "multiplier"}

@@ -4,6 +4,7 @@
 // the format's range from a fixed seed; for every format, rounding mode and overflow policy. Also
 // double inputs that no float can represent, and the exact stochastic-rounding threshold.
 // tests/exhaustive/ runs the same comparison over all 2^32 floats.
+#include <blockscale/block/registry.hpp>
 #include <blockscale/numeric/convert.hpp>
 #include <blockscale/numeric/format.hpp>
 #include <blockscale/numeric/minifloat.hpp>
@@ -276,15 +277,10 @@ void check_tables_agree(const char* name) {
 } // namespace
 
 TEST_CASE("reference tables agree with format_traits and the decoder", "[convert][reference]") {
-  check_tables_agree<bs::e2m1_format>("e2m1");
-  check_tables_agree<bs::e4m3_format>("e4m3");
-  check_tables_agree<bs::e5m2_format>("e5m2");
-  check_tables_agree<bs::ue4m3_format>("ue4m3");
-  check_tables_agree<bs::ue5m3_format>("ue5m3");
-  check_tables_agree<bs::ue5m3_ieee_format>("ue5m3_ieee");
-  check_tables_agree<bs::ue8m0_format>("ue8m0");
-  check_tables_agree<bs::e2m3_format>("e2m3");
-  check_tables_agree<bs::e3m2_format>("e3m2");
+  bs::for_each_type(bs::scalar_formats{}, [](auto tag) {
+    using M = typename decltype(tag)::type;
+    check_tables_agree<typename M::format>(bs::scalar_format_name<M>());
+  });
   // Published maxima (OCP MX v1.0, OCP OFP8, PTX ISA).
   CHECK(reference_table<bs::e2m1_format>().largest() == 6.0);
   CHECK(reference_table<bs::e4m3_format>().largest() == 448.0);
@@ -342,30 +338,8 @@ TEST_CASE("the reference follows the examples of docs/conversion.md", "[convert]
                                            0u - f - 1) == 0x0);
 }
 
-TEST_CASE("convert matches the reference on sampled inputs: e2m1", "[convert][reference]") {
-  check_format_against_reference<bs::e2m1_format>("e2m1");
-}
-TEST_CASE("convert matches the reference on sampled inputs: e4m3", "[convert][reference]") {
-  check_format_against_reference<bs::e4m3_format>("e4m3");
-}
-TEST_CASE("convert matches the reference on sampled inputs: e5m2", "[convert][reference]") {
-  check_format_against_reference<bs::e5m2_format>("e5m2");
-}
-TEST_CASE("convert matches the reference on sampled inputs: ue4m3", "[convert][reference]") {
-  check_format_against_reference<bs::ue4m3_format>("ue4m3");
-}
-TEST_CASE("convert matches the reference on sampled inputs: ue5m3", "[convert][reference]") {
-  check_format_against_reference<bs::ue5m3_format>("ue5m3");
-}
-TEST_CASE("convert matches the reference on sampled inputs: ue5m3_ieee", "[convert][reference]") {
-  check_format_against_reference<bs::ue5m3_ieee_format>("ue5m3_ieee");
-}
-TEST_CASE("convert matches the reference on sampled inputs: ue8m0", "[convert][reference]") {
-  check_format_against_reference<bs::ue8m0_format>("ue8m0");
-}
-TEST_CASE("convert matches the reference on sampled inputs: e2m3", "[convert][reference]") {
-  check_format_against_reference<bs::e2m3_format>("e2m3");
-}
-TEST_CASE("convert matches the reference on sampled inputs: e3m2", "[convert][reference]") {
-  check_format_against_reference<bs::e3m2_format>("e3m2");
+// One test case per scalar format of the registry (block/registry.hpp), named by it.
+TEMPLATE_LIST_TEST_CASE("convert matches the reference on sampled inputs", "[convert][reference]",
+                        bs::scalar_formats) {
+  check_format_against_reference<typename TestType::format>(bs::scalar_format_name<TestType>());
 }

@@ -89,6 +89,13 @@ encode_scale_from_global(float value, global_scale_convention convention) noexce
   return stores_divisor(convention) ? value : 1.0f / value;
 }
 
+/// The s_dec to decode with for a stored global scale `value` (finite and positive): the value
+/// for a multiplier, fp32(1 / value) for a divisor.
+BLOCKSCALE_HOST_DEVICE inline float
+decode_scale_from_global(float value, global_scale_convention convention) noexcept {
+  return stores_divisor(convention) ? 1.0f / value : value;
+}
+
 /// The value `convention` stores for a tensor quantized with s_enc = `encode`: s_enc for a
 /// divisor, fp32(1 / s_enc) — blockscale's s_dec, bit for bit — for a multiplier. A reader that
 /// decodes with the stored value then decodes exactly what blockscale encoded.

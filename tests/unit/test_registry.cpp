@@ -1,0 +1,195 @@
+// The closed lists of block/registry.hpp: names and types agree, every visitor reaches every
+// entry, unknown names are refused naming the choices; the headroom check of the tensor-scale
+// policies; and a scale format outside the presets (UE6M2) through the host quantizers.
+#include <blockscale/blockscale.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "catch.hpp"
+#include "splitmix64.hpp"
+
+using namespace blockscale;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+/// Unsigned E6M2 (bias 31, NaN 0xFF only): a scale format no list of the library names.
+struct ue6m2_format {
+  static constexpr int exponent_bits = 6;
+  static constexpr int mantissa_bits = 2;
+  static constexpr int bias = 31;
+  static constexpr bool is_signed = false;
+  static constexpr bool has_subnormals = true;
+  static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
+};
+using ue6m2 = minifloat<ue6m2_format>;
+using ue6m2_fp4 = block_format<e2m1, 16, ue6m2>;
+
+} // namespace
+
+TEST_CASE("registry: every scalar format name reaches its type and back", "[unit][registry]") {
+  int visited = 0;
+  for (const char* name : scalar_format_names) {
+    visit_scalar_format(name, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      CHECK(std::string(scalar_format_name<M>()) == name);
+      ++visited;
+    });
+  }
+  CHECK(visited == 9);
+  int listed = 0;
+  for_each_type(scalar_formats{}, [&](auto tag) {
+    CHECK(std::string(scalar_format_name<typename decltype(tag)::type>()) ==
+          scalar_format_names[listed]);
+    ++listed;
+  });
+  CHECK(listed == visited);
+  CHECK(error_of([] { visit_scalar_format("e9m9", [](auto) {}); }) ==
+        "unknown scalar format 'e9m9' (e2m1, e4m3, e5m2, ue4m3, ue5m3, ue5m3_ieee, ue8m0, e2m3 or "
+        "e3m2)");
+}
+
+TEST_CASE("registry: roundings, enumerations and conventions by name", "[unit][registry]") {
+  // Each rounding name reaches the tag of the same name: 1.25 lies halfway between the E2M1
+  // values 1 (code 2, even) and 1.5 (code 3, odd), so the six tags split on it.
+  std::vector<std::uint8_t> codes;
+  for (const char* name : convert_rounding_names)
+    visit_convert_rounding(name,
+                           [&](auto tag) { codes.push_back(convert<e2m1>(1.25f, tag).bits()); });
+  // nearest_even, nearest_away, toward_zero, up, down, to_odd
+  CHECK(codes == std::vector<std::uint8_t>{0x2, 0x3, 0x2, 0x3, 0x2, 0x3});
+  CHECK(error_of([] {
+          visit_convert_rounding("sideways", [](auto) {});
+        }).find("unknown rounding 'sideways' (nearest_even") == 0);
+
+  CHECK(element_rounding_named("stochastic") == element_rounding::stochastic);
+  CHECK(scale_rounding_named("down") == scale_rounding::down);
+  CHECK(block_shape_named("tile") == block_shape::tile);
+  CHECK(scale_layout_named("tensor_core") == scale_layout::tensor_core);
+  CHECK(error_of([] { scale_layout_named("swizzled"); }) ==
+        "unknown scale layout 'swizzled' (row_major or tensor_core)");
+
+  for (const char* name : global_scale_convention_names)
+    CHECK(std::string(to_string(global_scale_convention_named(name))) == name);
+  CHECK(stores_divisor(global_scale_convention_named("compressed_tensors")));
+  CHECK_FALSE(stores_divisor(global_scale_convention_named("modelopt")));
+  CHECK(error_of([] { global_scale_convention_named("vllm"); }).find("unknown convention") == 0);
+}
+
+TEST_CASE("registry: block formats and scale rules by name", "[unit][registry]") {
+  for (std::size_t id = 1; id < sizeof(preset_names) / sizeof(preset_names[0]); ++id) {
+    const char* name = preset_names[id];
+    CHECK(block_format_named(name) == static_cast<block_format_id>(id));
+    visit_preset_named(name, [&](auto tag) {
+      using F = typename decltype(tag)::type;
+      CHECK(preset_id<F>() == static_cast<block_format_id>(id));
+    });
+  }
+  CHECK(error_of([] { block_format_named("high_precision"); }) ==
+        "unknown block format 'high_precision' (nvfp4, mxfp4, ue5m3_fp4 or mxfp8)");
+  CHECK(error_of([] { block_format_named("nvfp5"); }).find("unknown block format 'nvfp5'") == 0);
+
+  const auto same = [](scale_rule a, scale_rule b) {
+    return a.target == b.target && a.rounding == b.rounding;
+  };
+  CHECK(same(scale_rule_named<nvfp4>("nvfp4"), scale_rules::nvfp4()));
+  CHECK(same(scale_rule_named<mxfp4>("ocp_floor"), scale_rules::ocp_floor()));
+  CHECK(same(scale_rule_named<mxfp4>("rceil"), scale_rules::rceil()));
+  CHECK(same(scale_rule_named<ue5m3_fp4>("ue5m3_up"), scale_rules::ue5m3_up()));
+  CHECK(same(scale_rule_named<ue5m3_fp4>("ue5m3_nearest"), scale_rules::ue5m3_nearest()));
+  // Resolved for E4M3 elements: 2^8 and 448.
+  CHECK(scale_rule_named<mxfp8>("ocp_floor").target == 256.0f);
+  CHECK(scale_rule_named<mxfp8>("rceil").target == 448.0f);
+  // The default rule of a UE8M0 format is the OCP floor rule by name.
+  CHECK(same(scale_rule_named<mxfp8>("ocp_floor"), default_scale_rule<mxfp8>()));
+  CHECK(error_of([] { scale_rule_named<nvfp4>("best"); }) ==
+        "unknown scale rule 'best' (nvfp4, ocp_floor, rceil, ue5m3_nearest or ue5m3_up)");
+}
+
+TEST_CASE("tensor-scale headroom: the scale format's span, checked by name", "[unit][registry]") {
+  CHECK(max_headroom_binades<nvfp4>() == 17);     // 448 = 1.75 · 2^8 down to 2^-9
+  CHECK(max_headroom_binades<ue5m3_fp4>() == 33); // 1.75 · 2^16 down to 2^-17
+  CHECK(max_headroom_binades<mxfp4>() == 254);    // 2^127 down to 2^-127
+  CHECK(max_headroom_binades<ue6m2_fp4>() == 64); // 1.5 · 2^32 down to 2^-32
+  CHECK_NOTHROW(check_headroom_binades<nvfp4>(0, "headroom"));
+  CHECK_NOTHROW(check_headroom_binades<nvfp4>(17, "headroom"));
+  CHECK(error_of([] { check_headroom_binades<nvfp4>(-3, "headroom_binades"); }) ==
+        "headroom_binades must be between 0 and 17 binades for this block format, not -3");
+  CHECK(error_of([] { check_headroom_binades<nvfp4>(60, "headroom"); }).find("not 60") !=
+        std::string::npos);
+  // The run-time policy checks the configuration it is made from.
+  tensor_scale_config config;
+  config.policy = tensor_scale_config::kind::periodic;
+  config.headroom_binades = 34;
+  CHECK(error_of([&] {
+          tensor_scale_policy::make<ue5m3_fp4>(config);
+        }).find("headroom_binades must be between 0 and 33") == 0);
+  config.headroom_binades = 8;
+  CHECK_NOTHROW(tensor_scale_policy::make<ue5m3_fp4>(config));
+  config.policy = tensor_scale_config::kind::delayed;
+  config.margin_binades = -1;
+  CHECK(error_of([&] { tensor_scale_policy::make<nvfp4>(config); }).find("margin_binades") == 0);
+}
+
+TEST_CASE("a scale format outside the presets: UE6M2 through the host quantizers",
+          "[unit][registry]") {
+  // Rows 2^-27 .. 2^35 in magnitude: 62 binades, beyond UE4M3 (17) and UE5M3 (33), inside UE6M2.
+  const std::size_t rows = 32, cols = 96;
+  std::vector<float> x(rows * cols);
+  splitmix64 rng{6};
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double unit = static_cast<double>(rng.next() >> 11) * 0x1.0p-53 - 0.5;
+      x[r * cols + c] = static_cast<float>(unit * std::ldexp(1.0, static_cast<int>(r) * 2 - 26));
+    }
+  const matrix_view<const float> view(x.data(), rows, cols, cols);
+  for (bool stochastic : {false, true})
+    for (bool columnwise : {false, true}) {
+      INFO((stochastic ? "stochastic" : "nearest") << (columnwise ? ", columnwise" : ""));
+      quantize_options options;
+      options.rounding = stochastic ? element_rounding::stochastic : element_rounding::nearest_even;
+      options.seed = 42;
+      options.columnwise = columnwise;
+      const auto fast = quantize<ue6m2_fp4>(view, options);
+      CHECK(fast == quantize_reference<ue6m2_fp4>(view, options));
+      // Decoded, every element is q · S with S a UE6M2 value: no scale saturated or flushed.
+      CHECK(fast.stats().saturated_scales == 0);
+      CHECK(fast.stats().zero_scales == 0);
+      std::vector<float> back(rows * cols);
+      const std::size_t out_rows = columnwise ? cols : rows, out_cols = columnwise ? rows : cols;
+      dequantize(fast.view(), matrix_view<float>(back.data(), out_rows, out_cols, out_cols));
+      // Each error against its block's largest magnitude: the scale is amax / 6 within UE6M2's
+      // relative half-ulp (1/8), an E2M1 step at most 2 scales, so an error is at most
+      // 1.125 / 6 of amax to nearest and twice that under stochastic rounding.
+      const auto input = [&](std::size_t r, std::size_t c) {
+        return static_cast<double>(columnwise ? x[c * cols + r] : x[r * cols + c]);
+      };
+      double worst = 0;
+      for (std::size_t r = 0; r < out_rows; ++r)
+        for (std::size_t c0 = 0; c0 < out_cols; c0 += 16) {
+          double amax = 0;
+          for (std::size_t c = c0; c < c0 + 16; ++c)
+            amax = std::fmax(amax, std::fabs(input(r, c)));
+          for (std::size_t c = c0; c < c0 + 16; ++c) {
+            const double error = std::fabs(back[r * out_cols + c] - input(r, c));
+            worst = std::fmax(worst, error / amax);
+          }
+        }
+      CHECK(worst <= (stochastic ? 2.0 : 1.0) * 1.125 / 6.0);
+    }
+}
