@@ -39,6 +39,8 @@ X = np.ones((4, 32), np.float32)
         (lambda: bs.decode(np.array([1], np.int32), "e2m1"), "uint8"),
         (lambda: bs.CurrentTensorScale("fp4"), "unknown block format"),
         (lambda: bs.dequantize(bs.quantize(X, "nvfp4"), "float64"), "dtype"),
+        (lambda: bs.dequantize(X), "q must be a QuantizedTensor"),
+        (lambda: bs.dequantize(None), "q must be a QuantizedTensor"),
     ],
 )
 def test_bad_input_raises(call, match):
@@ -175,3 +177,44 @@ def test_rule_presets_follow_the_element_format():
     np.testing.assert_array_equal(bs.quantize(x, "mxfp8", rule="ocp_floor").scales,
                                   bs.quantize(x, "mxfp8").scales)
     assert bs.scale_rule("ocp_floor", "mxfp8").target == bs.default_rule("mxfp8").target == 256
+
+
+def test_messages_name_the_argument_and_say_the_right_thing():
+    with pytest.raises(ValueError) as e:
+        bs.quantize(X.astype(np.int32), "nvfp4")
+    assert "int32" in str(e.value) and "float64" not in str(e.value)
+    with pytest.raises(ValueError, match=r"encode_scale \(9\.9999461e-41\)"):
+        bs.quantize(X, "nvfp4", encode_scale=1e-40)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: bs.PeriodicTensorScale("nvfp4", interval=-5), "interval"),
+        (lambda: bs.DelayedTensorScale("nvfp4", history=-1), "history"),
+        (lambda: bs.DelayedTensorScale("nvfp4", history=5000), "history"),
+        (lambda: bs.CurrentTensorScale("nvfp4", headroom=-3), "headroom"),
+        (lambda: bs.CurrentTensorScale("nvfp4", headroom=60), "headroom"),
+        (lambda: bs.PeriodicTensorScale("ue5m3_fp4", headroom=34), "headroom"),
+        (lambda: bs.DelayedTensorScale("mxfp4", margin=255), "margin"),
+    ],
+)
+def test_policy_arguments_are_checked(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_policy_arguments_at_their_limits():
+    # The whole span of the scale format is usable: UE4M3 has 17 binades down to its smallest
+    # subnormal, UE5M3 33, UE8M0 254.
+    for format, most in (("nvfp4", 17), ("ue5m3_fp4", 33), ("mxfp4", 254)):
+        assert bs.CurrentTensorScale(format, headroom=most).numerator > 0
+        assert bs.CurrentTensorScale(format, headroom=0).numerator > 0
+    assert bs.DelayedTensorScale("nvfp4", history=1024).history == 1024
+
+
+def test_one_version():
+    import importlib.metadata
+
+    assert bs.__version__ == bs._core.registry()["version"]
+    assert importlib.metadata.version("blockscale") == bs.__version__

@@ -17,6 +17,8 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "../config.hpp"
 #include "../detail/bits.hpp"
@@ -46,6 +48,26 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR double
 tensor_scale_numerator(int headroom_binades) noexcept {
   return static_cast<double>(BlockFormat::element_max()) *
          static_cast<double>(BlockFormat::scale_max()) * detail::exp2_double(-headroom_binades);
+}
+
+/// The most binades of headroom a block format's tensor scale can keep: the span from the largest
+/// scale to the smallest nonzero one (17 for UE4M3, 33 for UE5M3, 254 for UE8M0). With more, the
+/// largest block's scale would round to zero; with a negative headroom every block of the tensor
+/// amax would saturate its scale.
+template <class BlockFormat>
+constexpr int max_headroom_binades() noexcept {
+  using scale = format_traits<typename BlockFormat::scale_type::format>;
+  return scale::max_exponent - (scale::min_exponent - scale::mantissa_bits);
+}
+
+/// Throws std::invalid_argument naming `name` unless 0 <= binades <= max_headroom_binades: the
+/// check every run-time headroom or margin passes before a policy's `make` (host code).
+template <class BlockFormat>
+void check_headroom_binades(int binades, const char* name) {
+  if (binades < 0 || binades > max_headroom_binades<BlockFormat>())
+    throw std::invalid_argument(std::string(name) + " must be between 0 and " +
+                                std::to_string(max_headroom_binades<BlockFormat>()) +
+                                " binades for this block format, not " + std::to_string(binades));
 }
 
 /// No tensor scale: s_enc = 1 (MXFP4).

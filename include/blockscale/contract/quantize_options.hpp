@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -64,6 +65,16 @@ inline quantized_shape quantized_shape_for(std::size_t x_rows, std::size_t x_col
   return shape;
 }
 
+namespace detail {
+/// A float as an error message shows it: nine significant digits, enough to type it back exactly
+/// (a subnormal 1e-40 shows as 9.9999461e-41, not as 0.000000).
+inline std::string float_text(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
+  return text;
+}
+} // namespace detail
+
 /// The checked parameters of quantizing an x_rows × x_cols input into `BlockFormat` with
 /// `options`. Throws std::invalid_argument naming the option that is wrong: an encode scale that
 /// is not finite and positive or whose reciprocal is not finite (s_dec would be Inf, and every
@@ -79,13 +90,14 @@ quantize_params make_quantize_params(std::size_t x_rows, std::size_t x_cols,
   };
   const float s_enc = options.encode_scale;
   if (!(s_enc > 0.0f) || !(s_enc <= FLT_MAX) || !(1.0f / s_enc <= FLT_MAX))
-    throw fail("encode_scale (" + std::to_string(s_enc) +
+    throw fail("encode_scale (" + detail::float_text(s_enc) +
                ") must be finite and positive, with a finite reciprocal (at least about 2.9e-39)");
   if (options.hadamard && b % hadamard16::size != 0)
     throw fail("hadamard needs a block size that is a multiple of 16, not " + std::to_string(b));
   const scale_rule rule = options.rule ? *options.rule : default_scale_rule<BlockFormat>();
   if (!(rule.target > 0.0f) || !(rule.target <= FLT_MAX))
-    throw fail("rule->target (" + std::to_string(rule.target) + ") must be finite and positive");
+    throw fail("rule->target (" + detail::float_text(rule.target) +
+               ") must be finite and positive");
   if (rule.rounding != scale_rounding::nearest_even && rule.rounding != scale_rounding::up &&
       rule.rounding != scale_rounding::down)
     throw fail("rule->rounding is not a scale_rounding value");
@@ -106,8 +118,8 @@ quantize_params make_quantize_params(std::size_t x_rows, std::size_t x_cols,
   params.scale_multiplier = s_enc * (1.0f / rule.target);
   params.rule = rule;
   if (!(params.scale_multiplier <= FLT_MAX))
-    throw fail("encode_scale (" + std::to_string(s_enc) + ") / rule->target (" +
-               std::to_string(rule.target) + ") overflows float");
+    throw fail("encode_scale (" + detail::float_text(s_enc) + ") / rule->target (" +
+               detail::float_text(rule.target) + ") overflows float");
   params.rounding = options.rounding;
   params.seed = options.seed;
   params.offset = options.offset;

@@ -37,6 +37,10 @@ public:
   template <class BlockFormat>
   static tensor_scale_policy make(const tensor_scale_config& config) {
     tensor_scale_policy policy;
+    if (config.policy == tensor_scale_config::kind::delayed)
+      check_headroom_binades<BlockFormat>(config.margin_binades, "margin_binades");
+    else if (config.policy != tensor_scale_config::kind::none)
+      check_headroom_binades<BlockFormat>(config.headroom_binades, "headroom_binades");
     switch (config.policy) {
     case tensor_scale_config::kind::current:
       policy.state_ = current_tensor_scale::make<BlockFormat>(config.headroom_binades);
