@@ -253,6 +253,20 @@ struct ue4m3_without_subnormals_format {
 };
 using ue4m3_without_subnormals = minifloat<ue4m3_without_subnormals_format>;
 
+/// A scale format outside the presets and the registry: unsigned E6M2 (bias 31, NaN 0xFF only),
+/// 2^-32 .. 1.5 · 2^32, wider than any preset's but UE8M0's. Nothing in the library names it: the
+/// descriptor is all it takes, on the host, in the warp dequantizer and in the warp GEMM.
+struct ue6m2_format {
+  static constexpr int exponent_bits = 6;
+  static constexpr int mantissa_bits = 2;
+  static constexpr int bias = 31;
+  static constexpr bool is_signed = false;
+  static constexpr bool has_subnormals = true;
+  static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
+};
+using ue6m2 = minifloat<ue6m2_format>;
+using ue6m2_fp4 = block_format<e2m1, 16, ue6m2>;
+
 template <class Scale>
 void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int expected_nans,
                               int expected_infinities = 0) {
@@ -788,6 +802,9 @@ TEST_CASE("e2m1_pair and dequantize8 are exact for every scale and element code"
     check_dequant_exhaustive<ue5m3_ieee>(26, 1, 7, 1);
     check_dequant_exhaustive<ue4m3_without_subnormals>(26, 1, 2);
   }
+  SECTION("a format outside the presets: UE6M2 (largest exponent 32, so d = 31)") {
+    check_dequant_exhaustive<ue6m2>(31, 1, 1);
+  }
   SECTION("multiplier words, derived by hand") {
     // UE4M3 1.0 (0x38) → 2^100: bf16 exponent field 227, 0x7180. Its smallest subnormal 2^-9
     // (0x01) → 2^91 (0x6D00), and 0x07 = 7 · 2^-9 = 1.75 · 2^-7 → 1.75 · 2^93 (0x6E60). Bit 7 is
@@ -841,6 +858,10 @@ TEST_CASE("warp_tile on host_warp reproduces the reference GEMM", "[unit][warp]"
   }
   SECTION("bf16_path, MXFP4 x UE5M3") {
     check_warp_tile<bf16_path, mxfp4, ue5m3_fp4>("mxfp4 x ue5m3_fp4", 6);
+  }
+  SECTION("bf16_path, a format outside the presets: UE6M2-FP4 x UE6M2-FP4 and x NVFP4") {
+    check_warp_tile<bf16_path, ue6m2_fp4, ue6m2_fp4>("ue6m2_fp4 x ue6m2_fp4", 9);
+    check_warp_tile<bf16_path, ue6m2_fp4, nvfp4>("ue6m2_fp4 x nvfp4", 10);
   }
   SECTION("block_scaled_path, NVFP4 x NVFP4") {
     check_warp_tile<block_scaled_path, nvfp4, nvfp4>("nvfp4 x nvfp4", 7);

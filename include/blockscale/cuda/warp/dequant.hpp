@@ -14,7 +14,8 @@
 /// falls below its smallest subnormal. The GEMM's FP32 epilogue multiplies by 2^(d_a + d_b).
 ///
 /// - UE4M3 and UE5M3: d = 26 (one multiply; exact for 2^(126-d) anywhere in [2^3, 2^111], checked
-///   for all 16 × 256 code pairs in the tests).
+///   for all 16 × 256 code pairs in the tests). A wider user format takes a larger d, derived from
+///   its largest exponent (`detail::dequant_offset`; a UE6M2 gets 31).
 /// - UE8M0 spans 255 binades, more than one bf16 multiplier can carry: two multiplies, by 2^x1
 ///   and 2^x2 with x1 + x2 = code - 5 (so d = 4), each product exact and in range.
 ///
@@ -73,10 +74,16 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr std::uint32_t shift_down
 }
 inline constexpr std::uint32_t bf16x2_nan = 0x7FC07FC0u;      ///< quiet NaN in both halves
 inline constexpr std::uint32_t bf16x2_infinity = 0x7F807F80u; ///< +Inf in both halves
-/// The dequantized value is element · scale · 2^-offset: 4 for power-of-two scales (two
-/// multiplies), 26 otherwise (one).
+/// The dequantized value is element · scale · 2^-offset. Power-of-two scales (two multiplies): 4.
+/// Otherwise (one multiply) the multiplier S · 2^fold, fold = 126 - offset, must stay below 2^128:
+/// fold = min(100, 127 - max exponent), so 26 for UE4M3 and UE5M3 and more for a wider format
+/// (31 for a UE6M2); `single_multiplier_exact` checks that the smallest product stays exact.
 template <class Traits>
-inline constexpr int dequant_offset = Traits::mantissa_bits == 0 ? 4 : 26;
+inline constexpr int dequant_offset = Traits::mantissa_bits == 0
+                                          ? 4
+                                          : 126 - (127 - Traits::max_exponent < 100
+                                                       ? 127 - Traits::max_exponent
+                                                       : 100);
 /// One multiply by S · 2^fold (fold = 126 - offset) is exact when S has at most six significant
 /// bits (v · S fits bf16's eight), the smallest product stays on bf16's subnormal grid
 /// (fold >= -6 - lsb exponent) and the multiplier below 2^128 (fold <= 127 - max exponent).
