@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds blockscale (Release) and the Python package, and runs the test suite except the
 # `exhaustive` label.
-#   scripts/test.sh [--exhaustive] [--peers] [--no-python] [ctest arguments...]
-#   --exhaustive   also run the exhaustive sweeps (times: docs/testing.md)
-#   --peers        also run the torch-based peers as oracles (label peers; a cached ~6 GB venv)
-#   --no-python    skip the Python package and its tests
+#   scripts/test.sh [--exhaustive] [--peers] [--no-python] [--benchmarks] [--cuda-archs LIST]
+#                   [ctest arguments...]
+#   --exhaustive        also run the exhaustive sweeps (times: docs/testing.md)
+#   --peers             also run the torch-based peers as oracles (label peers; a cached ~6 GB venv)
+#   --no-python         skip the Python package and its tests
+#   --benchmarks        also build the benchmarks (bench/, bench/gpu/); CI does
+#   --cuda-archs LIST   the CUDA architectures the device code is compiled for (CMake's list, e.g.
+#                       "80;90;100a;120a", as CI does); default 90, or $BLOCKSCALE_CUDA_ARCHS
 # The build directory is build/ unless BLOCKSCALE_BUILD_DIR says otherwise. Missing Debian packages
 # are installed when run as root; Python packages go into cached virtual environments
 # (python/requirements-*.txt, scripts/common.sh).
@@ -16,17 +20,29 @@ exclude=(--label-exclude exhaustive)
 ctest_args=()
 python=on
 peers=OFF
-for arg in "$@"; do
-  case $arg in
+benchmarks=OFF
+cuda_archs=${BLOCKSCALE_CUDA_ARCHS:-90}
+while (($# > 0)); do
+  case $1 in
   --exhaustive) exclude=() ;;
   --peers) peers=ON ;;
   --no-python) python=off ;;
+  --benchmarks) benchmarks=ON ;;
+  --cuda-archs)
+    (($# > 1)) || {
+      echo "error: --cuda-archs needs a list, e.g. --cuda-archs \"80;90\"" >&2
+      exit 2
+    }
+    cuda_archs=$2
+    shift
+    ;;
   -h | --help)
-    sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
     ;;
-  *) ctest_args+=("$arg") ;;
+  *) ctest_args+=("$1") ;;
   esac
+  shift
 done
 
 blockscale_install_missing cmake g++ make catch2 libbenchmark-dev nlohmann-json3-dev
@@ -56,7 +72,8 @@ if [[ $python == on ]]; then
 fi
 
 cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=ON \
-  -DBLOCKSCALE_BUILD_BENCHMARKS=ON -DBLOCKSCALE_BUILD_EXAMPLES=ON "${python_args[@]}"
+  -DBLOCKSCALE_BUILD_BENCHMARKS=$benchmarks -DBLOCKSCALE_BUILD_EXAMPLES=ON \
+  "-DCMAKE_CUDA_ARCHITECTURES=$cuda_archs" "${python_args[@]}"
 cmake --build "$build" --parallel "$blockscale_jobs"
 ctest --test-dir "$build" --output-on-failure --no-tests=error --parallel "$blockscale_jobs" \
   "${exclude[@]}" "${ctest_args[@]}"
