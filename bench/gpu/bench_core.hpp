@@ -35,55 +35,16 @@
 #include <utility>
 #include <vector>
 
+#include "../../tests/support/float_bits.hpp"
+#include "bench_common.hpp"
+
 namespace blockscale_bench {
 
 using namespace blockscale;
 
-inline constexpr int exit_failed = 1;
-inline constexpr int exit_usage = 2;
-inline constexpr int exit_no_device = 77;
-
-// ------------------------------------------------------------------------------------------------
-// Errors: every CUDA call and every launcher status is checked; a failure is an exception that
-// fails the configuration it happened in.
-
-class bench_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-inline void check_status(const cuda::status& s, const std::string& what) {
-  if (!s.ok())
-    throw bench_error(what + ": " + s.message());
-}
-
-inline double microseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-/// How many untimed and timed calls a measurement makes.
-struct timing_plan {
-  int warmup = 5;
-  int iterations = 30;
-};
-
-/// What a backend's time() measured, per timed call: the device's time (CUDA events) and the
-/// host's time to queue the call.
-struct timings {
-  std::vector<double> device_us, host_us;
-};
-
 // ------------------------------------------------------------------------------------------------
 // Inputs: N(0,1) values times 2^k, k in [-6, 6] drawn per 16 consecutive elements of a row, so
 // that the block scales vary; a pure function of (seed, index), filled in parallel. No zeros.
-
-inline std::uint64_t mix64(std::uint64_t z) noexcept {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 inline float sample(std::uint64_t seed, std::uint64_t i) noexcept {
   const std::uint64_t h = mix64(seed ^ mix64(i));
@@ -107,12 +68,6 @@ std::vector<T> make_input(std::size_t count, std::uint64_t seed, thread_pool& po
 
 // ------------------------------------------------------------------------------------------------
 // Checks: device output against the host's, byte for byte.
-
-inline std::uint32_t float_bits(float f) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
 
 inline std::string hex(unsigned value) {
   char text[16];
@@ -193,22 +148,6 @@ struct result_row {
   std::string error;             ///< the message of a failure
   bool failed = false;
 };
-
-inline std::string fixed(double value, int digits) {
-  if (!std::isfinite(value))
-    return "—";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
-inline double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  if (n == 0)
-    return NAN;
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // ------------------------------------------------------------------------------------------------
 // The benchmark.
@@ -408,12 +347,7 @@ private:
 
   // Rows -----------------------------------------------------------------------------------------
 
-  bool selected(const std::string& name) const {
-    if (args_.only.empty())
-      return true;
-    return std::any_of(args_.only.begin(), args_.only.end(),
-                       [&](const std::string& s) { return name.find(s) != std::string::npos; });
-  }
+  bool selected(const std::string& name) const { return selected_by(args_.only, name); }
 
   /// Runs one configuration into a new row; a failure is recorded in the row, and a device that
   /// can no longer run anything stops the rest. Returns the row, or null when not selected.
@@ -780,15 +714,6 @@ private:
     quantized_matrix<F> back(got.shape());
     be_.download(got, back);
     return compare_matrices(back, want, what);
-  }
-
-  static std::string utc_now() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    return text;
   }
 
   Backend& be_;

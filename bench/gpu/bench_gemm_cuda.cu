@@ -10,8 +10,9 @@
 // K-major), FP32 accumulation, BF16 out, the heuristic's first algorithm, 32 MiB of workspace.
 //
 // A plain main() with CUDA events, as bench_quantize_cuda.cu and for its reasons (untimed device
-// work before each timed call; builds where Google Benchmark is missing). The counters are the
-// table's columns.
+// work before each timed call; builds where Google Benchmark is missing), timed the same way
+// (timing.cuh). The counters are the table's columns. The operands' magnitudes and the bound come
+// from the GEMM tests' tests/support/gemm_operands.hpp.
 //
 //   blockscale_bench_gemm_cuda [--out PATH] [--quick] [--iterations N] [--warmup N] [--seed N]
 //       [--only TEXT]...
@@ -39,14 +40,11 @@
 #endif
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <fstream>
 #include <random>
@@ -57,28 +55,13 @@
 #include <utility>
 #include <vector>
 
+#include "../../tests/support/gemm_operands.hpp"
+#include "timing.cuh"
+
 using namespace blockscale;
+using namespace blockscale_bench;
 
 namespace {
-
-constexpr int exit_failed = 1;
-constexpr int exit_usage = 2;
-constexpr int exit_no_device = 77;
-
-class bench_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess)
-    throw bench_error(what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-void check_status(const cuda::status& s, const std::string& what) {
-  if (!s.ok())
-    throw bench_error(what + ": " + s.message());
-}
 
 #if BLOCKSCALE_BENCH_HAVE_CUBLASLT
 void check_cublas(cublasStatus_t s, const std::string& what) {
@@ -88,37 +71,9 @@ void check_cublas(cublasStatus_t s, const std::string& what) {
 }
 #endif
 
-std::string fixed(double value, int digits) {
-  if (!std::isfinite(value))
-    return "—";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, value);
-  return text;
-}
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  if (n == 0)
-    return NAN;
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double microseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // ------------------------------------------------------------------------------------------------
 // The inputs: uniform in (-1, 1) times 2^k, k in [-3, 3] drawn per 16 consecutive elements of a
 // row (so that block scales vary), as BF16; a pure function of (seed, index), made on the device.
-
-__host__ __device__ inline std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 __global__ void fill_input(bfloat16* x, std::size_t count, std::uint64_t seed) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -131,147 +86,18 @@ __global__ void fill_input(bfloat16* x, std::size_t count, std::uint64_t seed) {
   }
 }
 
-// The benchmark's own device work: the L2 flush's read and the spin before a timed call.
-constexpr int flush_threads = 256;
-
-__global__ void __launch_bounds__(flush_threads)
-    read_words(const uint4* __restrict__ from, std::size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const uint4 v = from[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) // keeps the loads; the fill pattern never gives it
-    *sink = acc;
-}
-
-__global__ void spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
 // ------------------------------------------------------------------------------------------------
-// The device: a stream, the L2 flush buffers, events, and the timing loop.
+// The device (timing.cuh: a stream, the L2 flush, the event timing), in words for the report.
 
-class gpu {
-public:
-  gpu() {
-    check_cuda(cudaSetDevice(0), "cudaSetDevice");
-    check_cuda(cudaGetDeviceProperties(&props_, 0), "cudaGetDeviceProperties");
-    if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, 0) != cudaSuccess)
-      clock_khz_ = 0; // CUDA 13 may not answer: only the spin's length depends on it
-    (void)cudaGetLastError();
-    spin_khz_ = clock_khz_ > 0 ? clock_khz_ : 2000000;
-    check_cuda(cudaDriverGetVersion(&driver_), "cudaDriverGetVersion");
-    check_cuda(cudaRuntimeGetVersion(&runtime_), "cudaRuntimeGetVersion");
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-               "cudaStreamCreateWithFlags");
-    const std::size_t l2 = props_.l2CacheSize > 0 ? static_cast<std::size_t>(props_.l2CacheSize)
-                                                  : std::size_t{64} << 20;
-    flush_bytes_ = std::max<std::size_t>(2 * l2, std::size_t{32} << 20) / 16 * 16;
-    flush_write_ = cuda::device_allocation(flush_bytes_, stream_);
-    flush_read_ = cuda::device_allocation(flush_bytes_, stream_);
-    sink_ = cuda::device_allocation(16, stream_);
-    check_cuda(cudaMemsetAsync(flush_read_.data(), 0x5A, flush_bytes_, stream_), "cudaMemsetAsync");
-    check_cuda(cudaMemsetAsync(sink_.data(), 0, 16, stream_), "cudaMemsetAsync");
-    sync();
-  }
-  gpu(const gpu&) = delete;
-  gpu& operator=(const gpu&) = delete;
-  ~gpu() {
-    (void)cudaStreamSynchronize(stream_);
-    flush_write_ = cuda::device_allocation();
-    flush_read_ = cuda::device_allocation();
-    sink_ = cuda::device_allocation();
-    for (cudaEvent_t e : events_)
-      (void)cudaEventDestroy(e);
-    (void)cudaStreamSynchronize(stream_);
-    (void)cudaStreamDestroy(stream_);
-  }
-
-  cudaStream_t stream() const noexcept { return stream_; }
-  std::size_t flush_bytes() const noexcept { return flush_bytes_; }
-  void sync() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
-  /// False once the context has a sticky error (nothing more can run).
-  bool healthy() {
-    (void)cudaGetLastError();
-    return cudaDeviceSynchronize() == cudaSuccess;
-  }
-
-  std::string describe() const {
-    std::ostringstream out;
-    out << props_.name << " (sm_" << props_.major << props_.minor << "), "
-        << props_.multiProcessorCount << " SMs, L2 "
-        << static_cast<double>(props_.l2CacheSize) / (1 << 20) << " MiB, "
-        << static_cast<double>(props_.totalGlobalMem) / (1ull << 30) << " GiB, SM clock up to "
-        << clock_khz_ / 1000 << " MHz; CUDA driver " << driver_ / 1000 << "." << driver_ % 1000 / 10
-        << ", runtime " << runtime_ / 1000 << "." << runtime_ % 1000 / 10;
-    return out.str();
-  }
-
-  /// `warmup` untimed calls of `op` (which queues work on the stream), then `iterations` timed
-  /// ones, each after an untimed L2 flush and a spin long enough for the host to queue the call;
-  /// CUDA events around the call alone. Each timed call's microseconds.
-  template <class Op>
-  std::vector<double> time(Op&& op, int warmup, int iterations) {
-    double enqueue_us = 0.0;
-    for (int i = 0; i < std::max(warmup, 1); ++i) {
-      flush();
-      const auto start = std::chrono::steady_clock::now();
-      op();
-      enqueue_us = std::max(enqueue_us, microseconds_since(start));
-      sync();
-    }
-    const double spin_us = std::min(20.0 + 2.0 * enqueue_us, 5000.0);
-    const auto cycles = static_cast<long long>(spin_us * spin_khz_ / 1000.0);
-    while (events_.size() < 2 * static_cast<std::size_t>(iterations)) {
-      cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-      events_.push_back(e);
-    }
-    for (int i = 0; i < iterations; ++i) {
-      flush();
-      spin<<<1, 1, 0, stream_>>>(cycles);
-      check_cuda(cudaGetLastError(), "spin kernel launch");
-      check_cuda(cudaEventRecord(events_[2 * i], stream_), "cudaEventRecord");
-      op();
-      check_cuda(cudaEventRecord(events_[2 * i + 1], stream_), "cudaEventRecord");
-    }
-    sync();
-    std::vector<double> us;
-    for (int i = 0; i < iterations; ++i) {
-      float ms = 0.0f;
-      check_cuda(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]),
-                 "cudaEventElapsedTime");
-      us.push_back(1000.0 * static_cast<double>(ms));
-    }
-    return us;
-  }
-
-private:
-  /// A write of one buffer of twice the L2, then a read of another: the L2 then holds clean lines
-  /// of the second alone (neither the call's operands nor dirty lines to write back).
-  void flush() {
-    check_cuda(cudaMemsetAsync(flush_write_.data(), ++flush_pattern_ & 0xFF, flush_bytes_, stream_),
-               "cudaMemsetAsync (flush)");
-    const auto blocks = static_cast<unsigned>(std::max(props_.multiProcessorCount, 1) * 4);
-    read_words<<<blocks, flush_threads, 0, stream_>>>(
-        reinterpret_cast<const uint4*>(flush_read_.data()), flush_bytes_ / 16,
-        reinterpret_cast<unsigned*>(sink_.data()));
-    check_cuda(cudaGetLastError(), "flush kernel launch");
-  }
-
-  cudaDeviceProp props_{};
-  int clock_khz_ = 0, spin_khz_ = 0, driver_ = 0, runtime_ = 0;
-  cudaStream_t stream_ = nullptr;
-  std::size_t flush_bytes_ = 0;
-  cuda::device_allocation flush_write_, flush_read_, sink_;
-  int flush_pattern_ = 0x5A;
-  std::vector<cudaEvent_t> events_;
-};
+std::string describe(const timed_device& dev) {
+  const cudaDeviceProp& props = dev.properties();
+  std::ostringstream out;
+  out << props.name << " (sm_" << props.major << props.minor << "), " << props.multiProcessorCount
+      << " SMs, L2 " << static_cast<double>(props.l2CacheSize) / (1 << 20) << " MiB, "
+      << static_cast<double>(props.totalGlobalMem) / (1ull << 30) << " GiB, SM clock up to "
+      << dev.clock_khz() / 1000 << " MHz; " << dev.versions();
+  return out.str();
+}
 
 // ------------------------------------------------------------------------------------------------
 // cuBLASLt: D[M×N] (row-major BF16) = A[M×K] · B[N×K]ᵀ, as column-major D'[N×M] = B'ᵀ · A' with
@@ -380,19 +206,6 @@ quantized_matrix<F> rows_of(const quantized_matrix<F>& q, const std::vector<std:
   return out;
 }
 
-/// |element · block scale| of each row of q over its padded columns, in double (exact).
-template <class F>
-std::vector<double> magnitudes(const quantized_matrix<F>& q) {
-  const auto v = q.view();
-  const std::size_t k = q.padded_cols();
-  std::vector<double> out(q.rows() * k);
-  for (std::size_t r = 0; r < q.rows(); ++r)
-    for (std::size_t c = 0; c < k; ++c)
-      out[r * k + c] = std::fabs(static_cast<double>(static_cast<float>(v.element(r, c))) *
-                                 static_cast<double>(static_cast<float>(v.block_scale(r, c))));
-  return out;
-}
-
 /// What a check found: how many sampled outputs were outside their bound, and the first.
 struct verdict {
   std::size_t checked = 0, bad = 0;
@@ -428,10 +241,10 @@ verdict check_ours(const quantized_matrix<F>& a, const quantized_matrix<F>& b,
   const quantized_matrix<F> sa = rows_of(a, rows), sb = rows_of(b, cols);
   std::vector<float> ref(rows.size() * cols.size());
   gemm::reference(sa, sb, matrix_view<float>(ref.data(), rows.size(), cols.size()), 1.0f, 0.0f, 0);
-  const std::vector<double> ma = magnitudes(sa), mb = magnitudes(sb);
+  const std::vector<double> ma = magnitudes(sa, sa.padded_cols()),
+                            mb = magnitudes(sb, sb.padded_cols());
   const std::size_t k = sa.padded_cols();
   const double t = static_cast<double>(a.decode_scale()) * static_cast<double>(b.decode_scale());
-  const double steps = static_cast<double>(a.cols()) / 16 + 2;
   verdict v;
   for (std::size_t i = 0; i < rows.size(); ++i)
     for (std::size_t j = 0; j < cols.size(); ++j) {
@@ -442,7 +255,7 @@ verdict check_ours(const quantized_matrix<F>& a, const quantized_matrix<F>& b,
           static_cast<double>(static_cast<float>(bfloat16(ref[i * cols.size() + j])));
       const double value = static_cast<double>(static_cast<float>(got[i * cols.size() + j]));
       v.add(rows[i], cols[j], value, want,
-            steps * 0x1p-23 * t * magnitude + 2 * 0x1p-7 * std::fabs(want));
+            gemm_error_bound<bfloat16>(a.cols(), t, magnitude, std::fabs(want)));
     }
   return v;
 }
@@ -542,7 +355,7 @@ const char* automatic_shape(std::size_t m) {
 
 class bench {
 public:
-  bench(gpu& dev, const bench_args& args) : dev_(dev), args_(args) {
+  bench(timed_device& dev, const bench_args& args) : dev_(dev), args_(args) {
 #if BLOCKSCALE_BENCH_HAVE_CUBLASLT
     check_cublas(cublasLtCreate(&lt_), "cublasLtCreate");
     workspace_ = cuda::device_allocation(workspace_bytes, dev_.stream());
@@ -585,7 +398,7 @@ public:
     std::ostringstream out;
     out << "## blockscale: block-scaled GEMM vs cuBLASLt BF16\n\n";
     out << "- date: " << utc_now() << "\n";
-    out << "- device: " << dev_.describe() << "\n";
+    out << "- device: " << describe(dev_) << "\n";
 #if BLOCKSCALE_BENCH_HAVE_CUBLASLT
     out << "- cuBLASLt " << cublasLtGetVersion()
         << ": cublasLtMatmul, BF16 inputs, TN, FP32 accumulate (CUBLAS_COMPUTE_32F), BF16 out, "
@@ -633,17 +446,8 @@ private:
   static std::string dims(std::size_t m, std::size_t n, std::size_t k) {
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   }
-  static std::string utc_now() {
-    const std::time_t now = std::time(nullptr);
-    char text[64];
-    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-    return text;
-  }
   bool selected(const std::string& label) const {
-    if (args_.only.empty())
-      return true;
-    return std::any_of(args_.only.begin(), args_.only.end(),
-                       [&](const std::string& s) { return label.find(s) != std::string::npos; });
+    return selected_by(args_.only, label);
   }
 
   /// One row: `body` fills it (check, then timing); an exception fails the row, and a device that
@@ -706,8 +510,9 @@ private:
                               rows_to_host(c.data(), p.n, rows, cols, stream));
       r.check = v.text();
       r.failed = v.bad != 0;
-      timed(r, dev_.time([&] { g.run(a.data(), b.data(), c.data(), stream); }, args_.warmup,
-                         args_.iterations));
+      timed(r, dev_.time([&] { g.run(a.data(), b.data(), c.data(), stream); },
+                         {args_.warmup, args_.iterations})
+                   .device_us);
     });
     cublas_tflops = base->tflops;
 #endif
@@ -754,12 +559,12 @@ private:
           check_ours(ha, hb, rows, cols, rows_to_host(c.data(), p.n, rows, cols, stream));
       r.check = v.text();
       r.failed = v.bad != 0;
-      timed(r, dev_.time(call, args_.warmup, args_.iterations));
+      timed(r, dev_.time(call, {args_.warmup, args_.iterations}).device_us);
     });
     done->ratio = done->tflops / cublas_tflops;
   }
 
-  gpu& dev_;
+  timed_device& dev_;
   const bench_args& args_;
   std::deque<result_row> rows_; // rows keep their addresses as rows are added
   bool stopped_ = false;
@@ -833,23 +638,10 @@ bench_args parse(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  bench_args args;
-  try {
-    args = parse(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n%s", e.what(), usage);
-    return exit_usage;
-  }
-  std::fprintf(stderr, "[bench] seed %llu\n", static_cast<unsigned long long>(args.seed));
-  try {
-    int devices = 0;
-    const cudaError_t e = cudaGetDeviceCount(&devices);
-    if (e != cudaSuccess || devices == 0) {
-      std::printf("no CUDA device (%s): skipped\n",
-                  e != cudaSuccess ? cudaGetErrorName(e) : "none found");
+  return bench_main(argc, argv, usage, parse, [](const bench_args& args) {
+    if (!found_cuda_device())
       return exit_no_device;
-    }
-    gpu dev;
+    timed_device dev(0);
     bench b(dev, args);
     b.run();
     const std::string table = b.report();
@@ -861,8 +653,5 @@ int main(int argc, char** argv) {
         throw bench_error("cannot write " + args.out);
     }
     return b.failed() ? exit_failed : 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return exit_failed;
-  }
+  });
 }

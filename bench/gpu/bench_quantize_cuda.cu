@@ -21,14 +21,13 @@
 // this program's setup, checks and report; its times mean nothing.
 //
 // Files: bench_core.hpp (the benchmark over a backend: configurations, checks, report, arguments),
-// this file (the device backend, the benchmark's own kernels, main) and bench_emulated.cpp (the
-// host emulation backend).
+// this file (the device backend, the copy baseline's kernel, main), bench_emulated.cpp (the host
+// emulation backend), timing.cuh (the L2 flush and the event timing, shared with
+// bench_gemm_cuda.cu) and bench_common.hpp (what both benchmarks share on the host).
 #include <blockscale/cuda/quantize.cuh>
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,20 +37,15 @@
 #include <vector>
 
 #include "bench_core.hpp"
+#include "timing.cuh"
 
 using namespace blockscale;
 using namespace blockscale_bench;
 
 namespace {
 
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess)
-    throw bench_error(what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
 // ------------------------------------------------------------------------------------------------
-// Device kernels of the benchmark itself: the copy baseline, the L2 flush and the spin that lets
-// the host queue a timed call before it starts.
+// The copy baseline's kernel (the L2 flush and the spin are timing.cuh's).
 
 constexpr int copy_threads = 256;
 constexpr int copy_unroll = 4;
@@ -76,27 +70,6 @@ __global__ void __launch_bounds__(copy_threads)
   }
 }
 
-/// Reads n 16-byte words (grid-stride), so that the L2 holds clean lines of this buffer only.
-__global__ void __launch_bounds__(copy_threads)
-    read_words(const uint4* __restrict__ from, std::size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const uint4 v = from[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) // keeps the loads; the fill pattern never gives it
-    *sink = acc;
-}
-
-/// Spins one thread for `cycles` SM clocks.
-__global__ void spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
 // ------------------------------------------------------------------------------------------------
 // The device backend (see bench_core.hpp for what a backend provides).
 
@@ -108,59 +81,29 @@ public:
   template <class P>
   using policy = cuda::device_tensor_scale<P>;
 
-  explicit device_backend(int device) : device_(device) {
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    check_cuda(cudaGetDeviceProperties(&props_, device), "cudaGetDeviceProperties");
-    // The clocks are for the report and for sizing the spin only: a runtime that no longer
-    // answers (CUDA 13 dropped them from cudaDeviceProp) gives 0, not a failure.
-    if (cudaDeviceGetAttribute(&clock_khz_, cudaDevAttrClockRate, device) != cudaSuccess)
-      clock_khz_ = 0;
+  explicit device_backend(int device) : gpu_(device), stream_(gpu_.stream()) {
+    // The memory clock is for the report only: a runtime that no longer answers (CUDA 13 dropped
+    // it from cudaDeviceProp) gives 0, not a failure.
     if (cudaDeviceGetAttribute(&memory_clock_khz_, cudaDevAttrMemoryClockRate, device) !=
         cudaSuccess)
       memory_clock_khz_ = 0;
     (void)cudaGetLastError();
-    spin_khz_ = clock_khz_ > 0 ? clock_khz_ : 2000000;
-    check_cuda(cudaDriverGetVersion(&driver_), "cudaDriverGetVersion");
-    check_cuda(cudaRuntimeGetVersion(&runtime_), "cudaRuntimeGetVersion");
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-               "cudaStreamCreateWithFlags");
-    const std::size_t l2 = props_.l2CacheSize > 0 ? static_cast<std::size_t>(props_.l2CacheSize)
-                                                  : std::size_t{64} << 20;
-    flush_bytes_ = std::max<std::size_t>(2 * l2, std::size_t{32} << 20) / 16 * 16;
-    flush_write_ = buffer(flush_bytes_, stream_);
-    flush_read_ = buffer(flush_bytes_, stream_);
-    sink_ = buffer(16, stream_);
-    fill(flush_read_.data(), 0x5A, flush_bytes_);
-    fill(sink_.data(), 0, 16);
-    sync();
   }
   device_backend(const device_backend&) = delete;
   device_backend& operator=(const device_backend&) = delete;
-  ~device_backend() {
-    (void)cudaStreamSynchronize(stream_);
-    flush_write_ = buffer();
-    flush_read_ = buffer();
-    sink_ = buffer();
-    for (cudaEvent_t e : events_)
-      (void)cudaEventDestroy(e);
-    (void)cudaStreamSynchronize(stream_);
-    (void)cudaStreamDestroy(stream_);
-  }
 
   std::vector<std::string> describe() const {
+    const cudaDeviceProp& props = gpu_.properties();
     std::ostringstream device;
-    device << "#" << device_ << " " << props_.name << " (sm_" << props_.major << props_.minor
-           << "), " << props_.multiProcessorCount << " SMs, L2 "
-           << static_cast<double>(props_.l2CacheSize) / (1 << 20) << " MiB, "
-           << static_cast<double>(props_.totalGlobalMem) / (1ull << 30) << " GiB, SM clock up to "
-           << clock_khz_ / 1000 << " MHz, memory clock " << memory_clock_khz_ / 1000 << " MHz, "
-           << props_.memoryBusWidth << "-bit bus";
-    std::ostringstream versions;
-    versions << "CUDA driver " << driver_ / 1000 << "." << driver_ % 1000 / 10 << ", runtime "
-             << runtime_ / 1000 << "." << runtime_ % 1000 / 10;
-    return {"device: " + device.str(), versions.str()};
+    device << "#" << gpu_.device() << " " << props.name << " (sm_" << props.major << props.minor
+           << "), " << props.multiProcessorCount << " SMs, L2 "
+           << static_cast<double>(props.l2CacheSize) / (1 << 20) << " MiB, "
+           << static_cast<double>(props.totalGlobalMem) / (1ull << 30) << " GiB, SM clock up to "
+           << gpu_.clock_khz() / 1000 << " MHz, memory clock " << memory_clock_khz_ / 1000
+           << " MHz, " << props.memoryBusWidth << "-bit bus";
+    return {"device: " + device.str(), gpu_.versions()};
   }
-  std::size_t flush_bytes() const noexcept { return flush_bytes_; }
+  std::size_t flush_bytes() const noexcept { return gpu_.flush_bytes(); }
 
   // Memory.
   buffer alloc(std::size_t bytes) { return buffer(bytes, stream_); }
@@ -177,12 +120,9 @@ public:
   void fill(void* p, int byte, std::size_t bytes) {
     check_cuda(cudaMemsetAsync(p, byte, bytes, stream_), "cudaMemsetAsync");
   }
-  void sync() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void sync() { gpu_.sync(); }
   /// False once the context has a sticky error (nothing more can run).
-  bool healthy() {
-    (void)cudaGetLastError();
-    return cudaDeviceSynchronize() == cudaSuccess;
-  }
+  bool healthy() { return gpu_.healthy(); }
 
   template <class F>
   matrix<F> make_matrix(const quantized_shape& shape) {
@@ -246,47 +186,11 @@ public:
     check_cuda(cudaGetLastError(), "copy kernel launch");
   }
 
-  /// Times `op` (which queues work on the stream): `warmup` untimed calls, then per timed call an
-  /// L2 flush and a spin long enough for the host to queue the call, then CUDA events around the
-  /// call alone. Returns each call's device and host-queueing times in microseconds.
+  /// Times `op` (which queues work on the stream) as timing.cuh does: an L2 flush and a spin
+  /// before each timed call, CUDA events around the call alone.
   template <class Op>
   timings time(Op&& op, const timing_plan& plan) {
-    double enqueue_us = 0.0;
-    for (int i = 0; i < std::max(plan.warmup, 1); ++i) {
-      flush();
-      const auto start = std::chrono::steady_clock::now();
-      op();
-      enqueue_us = std::max(enqueue_us, microseconds_since(start));
-      sync();
-    }
-    // The host must be ahead of the device when the start event fires: spin 20 µs plus twice the
-    // longest time the host took to queue one call (capped at 5 ms).
-    const double spin_us = std::min(20.0 + 2.0 * enqueue_us, 5000.0);
-    const auto cycles = static_cast<long long>(spin_us * spin_khz_ / 1000.0);
-    while (events_.size() < 2 * static_cast<std::size_t>(plan.iterations)) {
-      cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-      events_.push_back(e);
-    }
-    timings t;
-    for (int i = 0; i < plan.iterations; ++i) {
-      flush();
-      spin<<<1, 1, 0, stream_>>>(cycles);
-      check_cuda(cudaGetLastError(), "spin kernel launch");
-      check_cuda(cudaEventRecord(events_[2 * i], stream_), "cudaEventRecord");
-      const auto queued = std::chrono::steady_clock::now();
-      op();
-      t.host_us.push_back(microseconds_since(queued));
-      check_cuda(cudaEventRecord(events_[2 * i + 1], stream_), "cudaEventRecord");
-    }
-    sync();
-    for (int i = 0; i < plan.iterations; ++i) {
-      float ms = 0.0f;
-      check_cuda(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]),
-                 "cudaEventElapsedTime");
-      t.device_us.push_back(1000.0 * static_cast<double>(ms));
-    }
-    return t;
+    return gpu_.time(op, plan);
   }
 
   /// `op` captured once into a CUDA graph; the result replays it.
@@ -321,53 +225,20 @@ public:
   }
 
 private:
-  /// Writes one buffer of twice the L2, then reads another: the L2 then holds clean lines of the
-  /// second alone, so a timed call neither finds its data cached nor pays for writing back lines
-  /// dirtied before it (the previous call's output, the write here).
-  void flush() {
-    fill(flush_write_.data(), ++flush_pattern_ & 0xFF, flush_bytes_);
-    const auto blocks = static_cast<unsigned>(std::max(props_.multiProcessorCount, 1) * 4);
-    read_words<<<blocks, copy_threads, 0, stream_>>>(
-        reinterpret_cast<const uint4*>(flush_read_.data()), flush_bytes_ / 16,
-        reinterpret_cast<unsigned*>(sink_.data()));
-    check_cuda(cudaGetLastError(), "flush kernel launch");
-  }
-
-  int device_ = 0;
-  cudaDeviceProp props_{};
-  int clock_khz_ = 0, spin_khz_ = 0, memory_clock_khz_ = 0, driver_ = 0, runtime_ = 0;
-  cudaStream_t stream_ = nullptr;
-  std::size_t flush_bytes_ = 0;
-  buffer flush_write_, flush_read_, sink_;
-  int flush_pattern_ = 0x5A;
-  std::vector<cudaEvent_t> events_;
+  timed_device gpu_;
+  cudaStream_t stream_; // gpu_'s
+  int memory_clock_khz_ = 0;
 };
 
 } // namespace
 
 int main(int argc, char** argv) {
-  bench_args args;
-  try {
-    args = parse(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n%s", e.what(), usage);
-    return exit_usage;
-  }
-  std::fprintf(stderr, "[bench] seed %llu\n", static_cast<unsigned long long>(args.seed));
-  try {
+  return bench_main(argc, argv, usage, parse, [](const bench_args& args) {
     if (args.emulate)
       return run_emulated(args);
-    int devices = 0;
-    const cudaError_t e = cudaGetDeviceCount(&devices);
-    if (e != cudaSuccess || devices == 0) {
-      std::printf("no CUDA device (%s): skipped\n",
-                  e != cudaSuccess ? cudaGetErrorName(e) : "none found");
+    if (!found_cuda_device())
       return exit_no_device;
-    }
     device_backend backend(0);
     return run(backend, args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return exit_failed;
-  }
+  });
 }

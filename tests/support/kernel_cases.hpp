@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "float_bits.hpp"
 #include "quantized_bytes.hpp"
 #include "splitmix64.hpp"
 
@@ -23,12 +24,6 @@ using namespace blockscale;
 
 inline const float qnan = std::numeric_limits<float>::quiet_NaN();
 inline const float inf = std::numeric_limits<float>::infinity();
-
-inline std::uint32_t float_bits(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
 
 struct shape_case {
   std::size_t rows, cols, ld;

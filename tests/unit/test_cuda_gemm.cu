@@ -34,8 +34,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -46,71 +44,12 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "cuda_test.cuh"
+#include "gemm_operands.hpp"
 
 using namespace blockscale;
 
 namespace {
-
-void check(cudaError_t e) {
-  INFO(cudaGetErrorName(e) << ": " << cudaGetErrorString(e));
-  REQUIRE(e == cudaSuccess);
-}
-
-void require_ok(const cuda::status& s) {
-  INFO(s.message());
-  REQUIRE(s.ok());
-}
-
-// One stream for the whole test program.
-cudaStream_t test_stream() {
-  static cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreate(&s));
-    return s;
-  }();
-  return stream;
-}
-
-// The seed of the drawn cases: random each run, printed so that a failure can be reproduced
-// (BLOCKSCALE_TEST_SEED overrides it).
-std::uint64_t fresh_seed() {
-  static const std::uint64_t seed = [] {
-    const char* forced = std::getenv("BLOCKSCALE_TEST_SEED");
-    const std::uint64_t s =
-        forced != nullptr ? std::strtoull(forced, nullptr, 10) : std::random_device{}();
-    std::printf("drawn cases: BLOCKSCALE_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
-
-bool quick() {
-  const char* q = std::getenv("BLOCKSCALE_TEST_QUICK");
-  return q != nullptr && q[0] != '\0' && q[0] != '0';
-}
-
-std::vector<float> random_matrix(std::size_t rows, std::size_t cols, std::uint64_t seed,
-                                 float spread) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> binade(-spread, spread);
-  std::vector<float> x(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float row_scale = std::exp2(binade(gen)); // rows of different magnitude
-    for (std::size_t c = 0; c < cols; ++c)
-      x[r * cols + c] = normal(gen) * row_scale;
-  }
-  return x;
-}
-
-template <class F>
-quantized_matrix<F> quantized(const std::vector<float>& x, std::size_t rows, std::size_t cols,
-                              scale_layout layout) {
-  quantize_options options;
-  options.layout = layout;
-  options.encode_scale = 0.37f; // a tensor scale that is not a power of two
-  return quantize<F>(matrix_view<const float>(x.data(), rows, cols), options);
-}
 
 template <class F>
 cuda::device_quantized_matrix<F> on_device(const quantized_matrix<F>& host) {
@@ -118,37 +57,6 @@ cuda::device_quantized_matrix<F> on_device(const quantized_matrix<F>& host) {
   require_ok(device.copy_from(host, test_stream()));
   return device;
 }
-
-/// |element · block scale| of the first `k` columns, row-major, in double (exact).
-template <class F>
-std::vector<double> magnitudes(const quantized_matrix<F>& q, std::size_t k) {
-  const auto v = q.view();
-  std::vector<double> out(q.rows() * k);
-  for (std::size_t r = 0; r < q.rows(); ++r)
-    for (std::size_t c = 0; c < k; ++c)
-      out[r * k + c] = std::fabs(static_cast<double>(static_cast<float>(v.element(r, c))) *
-                                 static_cast<double>(static_cast<float>(v.block_scale(r, c))));
-  return out;
-}
-
-/// A device array of `count` values of T.
-template <class T>
-struct device_array {
-  cuda::device_allocation memory;
-  explicit device_array(std::size_t count) : memory(count * sizeof(T) + 16, test_stream()) {}
-  T* data() const { return reinterpret_cast<T*>(memory.data()); }
-  void upload(const std::vector<T>& host) {
-    check(cudaMemcpyAsync(memory.data(), host.data(), host.size() * sizeof(T),
-                          cudaMemcpyHostToDevice, test_stream()));
-  }
-  std::vector<T> download(std::size_t count) const {
-    std::vector<T> host(count);
-    check(cudaMemcpyAsync(host.data(), memory.data(), count * sizeof(T), cudaMemcpyDeviceToHost,
-                          test_stream()));
-    check(cudaStreamSynchronize(test_stream()));
-    return host;
-  }
-};
 
 template <class Out>
 bool same_bits(Out x, Out y) {
@@ -223,8 +131,6 @@ void check_case(const gemm_case& s, std::uint64_t seed) {
   const std::vector<double> abs_a = magnitudes(a, length), abs_b = magnitudes(b, length);
   const double t = std::fabs(static_cast<double>(s.alpha)) * static_cast<double>(a.decode_scale()) *
                    static_cast<double>(b.decode_scale());
-  const double ulp = std::is_same<Out, float>::value ? 0x1p-23 : 0x1p-7;
-  const double steps = static_cast<double>(s.k) / 16 + 2;
   int bad = 0, touched = 0;
   for (std::size_t i = 0; i < s.m; ++i) {
     for (std::size_t j = 0; j < s.n; ++j) {
@@ -240,7 +146,7 @@ void check_case(const gemm_case& s, std::uint64_t seed) {
                               : static_cast<double>(s.beta) *
                                     static_cast<double>(static_cast<float>(before[i * s.ld + j]));
       const double bound =
-          steps * 0x1p-23 * t * magnitude + 2 * ulp * (std::fabs(want) + std::fabs(c_in));
+          gemm_error_bound<Out>(s.k, t, magnitude, std::fabs(want) + std::fabs(c_in));
       if (!(std::fabs(got - want) <= bound) && ++bad <= 5)
         FAIL_CHECK("C(" << i << ", " << j << ") = " << got << ", reference " << want << ", bound "
                         << bound);

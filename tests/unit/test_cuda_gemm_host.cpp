@@ -10,11 +10,11 @@
 // (decoded values, tensor scales included), plus one ulp of the reference result (and the same for
 // C with beta). Hardware accumulates in an unspecified order, within the same bound.
 #include "catch.hpp"
+#include "gemm_operands.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "blockscale/block/block_format.hpp"
@@ -26,29 +26,6 @@
 using namespace blockscale;
 
 namespace {
-
-std::vector<float> random_matrix(std::size_t rows, std::size_t cols, std::uint32_t seed,
-                                 float spread) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> binade(-spread, spread);
-  std::vector<float> x(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float row_scale = std::exp2(binade(gen)); // rows of different magnitude
-    for (std::size_t c = 0; c < cols; ++c)
-      x[r * cols + c] = normal(gen) * row_scale;
-  }
-  return x;
-}
-
-template <class F>
-quantized_matrix<F> quantized(const std::vector<float>& x, std::size_t rows, std::size_t cols,
-                              scale_layout layout) {
-  quantize_options options;
-  options.layout = layout;
-  options.encode_scale = 0.37f; // a tensor scale that is not a power of two
-  return quantize<F>(matrix_view<const float>(x.data(), rows, cols), options);
-}
 
 /// Σ_k |a(i,k) · b(j,k)| from the decoded values (tensor scales included).
 template <class FA, class FB>
@@ -91,10 +68,8 @@ void check_gemm(case_shape s, scale_layout layout, float alpha, float beta,
     for (std::size_t j = 0; j < s.n; ++j) {
       const double want = static_cast<double>(Out(ref[i * s.n + j]));
       const double got = static_cast<double>(static_cast<float>(c[i * s.n + j]));
-      const double ulp = std::is_same<Out, float>::value ? 0x1p-23 : 0x1p-7;
-      const double bound =
-          (static_cast<double>(s.k) / 16 + 2) * 0x1p-23 * t * magnitude(a, b, i, j) +
-          2 * ulp * (std::fabs(want) + std::fabs(beta * c0[i * s.n + j]));
+      const double bound = gemm_error_bound<Out>(
+          s.k, t, magnitude(a, b, i, j), std::fabs(want) + std::fabs(beta * c0[i * s.n + j]));
       if (!(std::fabs(got - want) <= bound) && ++bad <= 5)
         FAIL_CHECK("C(" << i << ", " << j << ") = " << got << ", reference " << want << ", bound "
                         << bound);

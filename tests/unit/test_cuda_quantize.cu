@@ -11,12 +11,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "catch.hpp"
+#include "cuda_test.cuh"
 #include "kernel_cases.hpp"
 #include "same_stats.hpp"
 
@@ -24,51 +23,6 @@ using namespace blockscale;
 using namespace kernel_cases;
 
 namespace {
-
-void check(cudaError_t e) {
-  INFO(cudaGetErrorName(e) << ": " << cudaGetErrorString(e));
-  REQUIRE(e == cudaSuccess);
-}
-
-void require_ok(const cuda::status& s) {
-  INFO(s.message());
-  REQUIRE(s.ok());
-}
-
-// One stream for the whole test program.
-cudaStream_t test_stream() {
-  static cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreate(&s));
-    return s;
-  }();
-  return stream;
-}
-
-// The seed of the fresh inputs: random each run, printed so a failure can be reproduced
-// (BLOCKSCALE_TEST_SEED overrides it).
-std::uint64_t fresh_seed() {
-  static const std::uint64_t seed = [] {
-    const char* forced = std::getenv("BLOCKSCALE_TEST_SEED");
-    const std::uint64_t s =
-        forced != nullptr ? std::strtoull(forced, nullptr, 10) : std::random_device{}();
-    std::printf("fresh inputs: BLOCKSCALE_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
-
-// A host array's copy in device memory.
-template <class T>
-struct device_copy {
-  cuda::device_allocation memory;
-  device_copy(const std::vector<T>& host, cudaStream_t stream)
-      : memory(host.size() * sizeof(T) + 16, stream) {
-    check(cudaMemcpyAsync(memory.data(), host.data(), host.size() * sizeof(T),
-                          cudaMemcpyHostToDevice, stream));
-  }
-  T* data() const { return reinterpret_cast<T*>(memory.data()); }
-};
 
 template <class T>
 T* device_zeroed(cuda::device_allocation& memory) {
@@ -107,7 +61,7 @@ void check_pair_on_device(const shape_case& s, const std::vector<T>& data,
                           const quantize_options& column_options) {
   const cudaStream_t stream = test_stream();
   const matrix_view<const T> x(data.data(), s.rows, s.cols, s.ld);
-  device_copy<T> input(data, stream);
+  device_array<T> input(data);
   const auto x_device = matrix_view<const T>::unchecked(input.data(), s.rows, s.cols, s.ld);
   cuda::device_allocation stats_memory(2 * sizeof(cuda::device_quantize_stats), stream);
   auto* stats = device_zeroed<cuda::device_quantize_stats>(stats_memory);
@@ -193,7 +147,7 @@ TEST_CASE("the device amax equals measure_amax; tile amaxes equal the tiles'", "
         for (bool hadamard : {false, true}) {
           const std::vector<bfloat16> data = make_input<bfloat16>(s, ++seed, specials);
           const matrix_view<const bfloat16> x(data.data(), s.rows, s.cols, s.ld);
-          device_copy<bfloat16> input(data, stream);
+          device_array<bfloat16> input(data);
           quantize_options options;
           options.columnwise = columnwise;
           options.hadamard = hadamard;
@@ -230,19 +184,17 @@ void check_dequantize_on_device(const quantized_matrix<F>& q, bool padded) {
   cuda::device_quantized_matrix<F> device(q.shape(), stream);
   require_ok(device.copy_from(q, stream));
   const std::size_t cols = padded ? q.padded_cols() : q.cols(), ld = cols + 1;
-  std::vector<T> host(q.rows() * ld, T(-7.0f)), back(q.rows() * ld);
+  std::vector<T> host(q.rows() * ld, T(-7.0f));
   const matrix_view<T> host_out(host.data(), q.rows(), cols, ld);
   if (padded)
     dequantize_padded(q, host_out);
   else
     dequantize(q, host_out);
-  device_copy<T> out(std::vector<T>(q.rows() * ld, T(-7.0f)), stream);
+  device_array<T> out(std::vector<T>(q.rows() * ld, T(-7.0f)));
   const auto device_out = matrix_view<T>::unchecked(out.data(), q.rows(), cols, ld);
   require_ok(padded ? cuda::dequantize_padded(device.view(), device_out, stream)
                     : cuda::dequantize(device.view(), device_out, stream));
-  check(cudaMemcpyAsync(back.data(), out.data(), back.size() * sizeof(T), cudaMemcpyDeviceToHost,
-                        stream));
-  check(cudaStreamSynchronize(stream));
+  const std::vector<T> back = out.download(host.size());
   CHECK(std::memcmp(host.data(), back.data(), host.size() * sizeof(T)) == 0);
 }
 
@@ -282,7 +234,7 @@ void check_policy_on_device(Policy policy, quantize_options options, int steps) 
     const matrix_view<const float> x(data.data(), s.rows, s.cols, s.ld);
     quantized_matrix<F> host(quantized_shape_for(s.rows, s.cols, options));
     const quantize_stats host_stats = quantize_into(x, host.view(), host_policy, options);
-    device_copy<float> input(data, stream);
+    device_array<float> input(data);
     auto device = device_garbage<F>(host.shape(), stream);
     require_ok(
         cuda::quantize_into(matrix_view<const float>::unchecked(input.data(), s.rows, s.cols, s.ld),

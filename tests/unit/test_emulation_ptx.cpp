@@ -15,31 +15,22 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "float_bits.hpp"
 #include "splitmix64.hpp"
 
 namespace ptx = blockscale::emulation::ptx;
 
 namespace {
 
-std::uint32_t bits_of(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float float_of(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
 float bf16_float(std::uint16_t code) {
-  return float_of(std::uint32_t{code} << 16);
+  return float_from_bits(std::uint32_t{code} << 16);
 }
 bool bf16_is_nan(std::uint16_t code) {
   return (code & 0x7FFF) > 0x7F80;
 }
 // A float that is a bf16 value (the tests only pass such), as its code.
 std::uint16_t bf16_code(float x) {
-  return static_cast<std::uint16_t>(bits_of(x) >> 16);
+  return static_cast<std::uint16_t>(float_bits(x) >> 16);
 }
 
 // The bf16 nearest to the exact value x (finite), ties to the even code, by binary search over the
@@ -68,7 +59,7 @@ std::uint16_t nearest_bf16(double x) {
 
 // float → bf16 nearest even on the bits (correct for every float; NaN not passed).
 std::uint16_t float_to_bf16(float x) {
-  const std::uint32_t u = bits_of(x);
+  const std::uint32_t u = float_bits(x);
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
@@ -135,7 +126,7 @@ int count_differences(const float d[32][4], const tile16x8& expected) {
   for (int lane = 0; lane < 32; ++lane)
     for (int r = 0; r < 4; ++r) {
       const mk p = map_cd(lane, r);
-      const bool same = bits_of(d[lane][r]) == bits_of(expected[p.row][p.col]);
+      const bool same = float_bits(d[lane][r]) == float_bits(expected[p.row][p.col]);
       if (!same)
         UNSCOPED_INFO("m=" << p.row << " n=" << p.col << " got " << d[lane][r] << " expected "
                            << expected[p.row][p.col]);
@@ -531,7 +522,7 @@ TEST_CASE("mma_m16n8k16_bf16 is exact, keeps subnormals, and follows IEEE specia
   // product → NaN, and row 9's other columns −Inf · 0 → NaN.
   bf16_tiles s{};
   tile16x8 want{};
-  const float nan = float_of(0x7FFFFFFF), inf = std::numeric_limits<float>::infinity();
+  const float nan = float_from_bits(0x7FFFFFFF), inf = std::numeric_limits<float>::infinity();
   s.a[5][0] = 0x7FC1;
   s.a[6][7] = 0x3F80;
   s.b[3][7] = 0x7F80;
@@ -641,7 +632,7 @@ TEST_CASE("mma_m16n8k64_mxf4nvf4 for every scale selector", "[unit][emulation]")
             for (int r = 0; r < 4; ++r) {
               const mk p = map_cd(l, r);
               const bool affected = read && (side == 0 ? p.row : p.col) == owner;
-              wrong += affected == (bits_of(d[l][r]) == bits_of(base[l][r]));
+              wrong += affected == (float_bits(d[l][r]) == float_bits(base[l][r]));
             }
         }
     CHECK(wrong == 0);
@@ -650,7 +641,7 @@ TEST_CASE("mma_m16n8k64_mxf4nvf4 for every scale selector", "[unit][emulation]")
 
 TEST_CASE("mma_m16n8k64_mxf4nvf4 scale specials and selector errors", "[unit][emulation]") {
   splitmix64 rng{0x73706563ull};
-  const float nan = float_of(0x7FFFFFFF), inf = std::numeric_limits<float>::infinity();
+  const float nan = float_from_bits(0x7FFFFFFF), inf = std::numeric_limits<float>::infinity();
   // One product per output: A[m][0] = B[n][0] = 1 (code 2), the rest 0.
   fp4_tiles t{};
   for (int m = 0; m < 16; ++m)
@@ -722,8 +713,8 @@ TEST_CASE("mma_m16n8k64_mxf4nvf4 scale specials and selector errors", "[unit][em
   CHECK(ptx::scale_value(ptx::scale_kind::ue8m0, 0) == 0x1p-127);
   CHECK(std::isnan(ptx::scale_value(ptx::scale_kind::ue8m0, 0xFF)));
   for (unsigned code = 0; code < 16; ++code)
-    CHECK(bits_of(static_cast<float>(ptx::e2m1_value(code))) ==
-          bits_of(static_cast<float>(e2m1_table[code])));
+    CHECK(float_bits(static_cast<float>(ptx::e2m1_value(code))) ==
+          float_bits(static_cast<float>(e2m1_table[code])));
 
   const auto call = [&](int vec, ptx::scale_kind kind, int ba, int ta, int bb, int tb) {
     run_fp4(reg, fp4_selector{vec, kind, ba, ta, bb, tb}, d);

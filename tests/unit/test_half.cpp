@@ -11,28 +11,17 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "catch.hpp"
+#include "float_bits.hpp"
 
 using blockscale::bfloat16;
 using blockscale::float16;
 
 namespace {
-
-std::uint32_t float_bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float bits_float(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 // Value of a float16 code from the IEEE 754 binary16 definition: (-1)^s * 2^(e-15) * 1.m for
 // 0 < e < 31, (-1)^s * 2^-14 * 0.m for e = 0.
@@ -169,9 +158,9 @@ TEST_CASE("bfloat16 rounds to nearest, ties to even", "[half]") {
   CHECK(bfloat16(2.0f - 0x1p-8f).bits() == 0x4000);
   CHECK(bfloat16(2.0f - 0x1p-9f).bits() == 0x4000);
   // Float subnormals: 0x8000 in the dropped half is a tie.
-  CHECK(bfloat16(bits_float(0x00008000u)).bits() == 0x0000);
-  CHECK(bfloat16(bits_float(0x00018000u)).bits() == 0x0002);
-  CHECK(bfloat16(bits_float(0x00008001u)).bits() == 0x0001);
+  CHECK(bfloat16(float_from_bits(0x00008000u)).bits() == 0x0000);
+  CHECK(bfloat16(float_from_bits(0x00018000u)).bits() == 0x0002);
+  CHECK(bfloat16(float_from_bits(0x00008001u)).bits() == 0x0001);
   CHECK(bfloat16(-0.0f).bits() == 0x8000);
 }
 
@@ -212,8 +201,8 @@ TEST_CASE("overflow gives Inf", "[half]") {
   }
   SECTION("bfloat16") {
     // The largest finite bfloat16 is 0x7F7F = (2 - 2^-7) * 2^127; 0x7F7F8000 the midpoint to 2^128.
-    CHECK(bfloat16(bits_float(0x7F7F7FFFu)).bits() == 0x7F7F);
-    CHECK(bfloat16(bits_float(0x7F7F8000u)).bits() == 0x7F80);
+    CHECK(bfloat16(float_from_bits(0x7F7F7FFFu)).bits() == 0x7F7F);
+    CHECK(bfloat16(float_from_bits(0x7F7F8000u)).bits() == 0x7F80);
     CHECK(bfloat16(std::numeric_limits<float>::max()).bits() == 0x7F80);
     CHECK(bfloat16(-std::numeric_limits<float>::max()).bits() == 0xFF80);
     CHECK(bfloat16(inf).bits() == 0x7F80);
@@ -227,7 +216,7 @@ TEST_CASE("NaN stays a quiet NaN with its sign", "[half]") {
   const std::uint32_t nans[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
                                 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA00000u, 0x7F802000u};
   for (std::uint32_t u : nans) {
-    const float x = bits_float(u);
+    const float x = float_from_bits(u);
     INFO("x = 0x" << std::hex << u);
     const float16 h(x);
     const bfloat16 b(x);
@@ -333,15 +322,15 @@ std::vector<float> sampled_floats() {
   auto add_around = [&xs](float x, int radius) {
     const std::uint32_t u = float_bits(x);
     for (int d = -radius; d <= radius; ++d)
-      xs.push_back(bits_float(u + static_cast<std::uint32_t>(d)));
+      xs.push_back(float_from_bits(u + static_cast<std::uint32_t>(d)));
   };
   const std::uint32_t specials[] = {0x00000000u, 0x00000001u, 0x007FFFFFu, 0x00800000u,
                                     0x7F7FFFFFu, 0x7F800000u, 0x7F800001u, 0x7FBFFFFFu,
                                     0x7FC00000u, 0x7FFFFFFFu, 0x3F800000u, 0x477FF000u,
                                     0x477FE000u, 0x33000000u, 0x38800000u, 0x38000000u};
   for (std::uint32_t u : specials) {
-    add_around(bits_float(u), 2);
-    add_around(bits_float(u | 0x80000000u), 2);
+    add_around(float_from_bits(u), 2);
+    add_around(float_from_bits(u | 0x80000000u), 2);
   }
   // Every midpoint between neighbouring finite values (and to 2^16 / 2^128 past the largest),
   // both signs, with four floats on each side.
@@ -354,17 +343,17 @@ std::vector<float> sampled_floats() {
     add_around(-mid, 4);
   }
   for (std::uint32_t c = 0; c < 0x7F80u; ++c) {
-    const float mid = bits_float((c << 16) | 0x8000u); // halfway to the next code, exactly
+    const float mid = float_from_bits((c << 16) | 0x8000u); // halfway to the next code, exactly
     add_around(mid, 4);
     add_around(-mid, 4);
   }
   std::uint64_t state = 20240601;
   for (int i = 0; i < 3000000; ++i) {
     const std::uint64_t r = splitmix64(state);
-    xs.push_back(bits_float(static_cast<std::uint32_t>(r)));
+    xs.push_back(float_from_bits(static_cast<std::uint32_t>(r)));
     // Also random values inside float16's range, where most of its boundaries are.
     const auto in_range = 0x33000000u + static_cast<std::uint32_t>((r >> 32) % 0x14800000u);
-    xs.push_back(bits_float(in_range | static_cast<std::uint32_t>(r & 0x80000000u)));
+    xs.push_back(float_from_bits(in_range | static_cast<std::uint32_t>(r & 0x80000000u)));
   }
   return xs;
 }

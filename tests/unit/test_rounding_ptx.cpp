@@ -11,11 +11,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "catch.hpp"
+#include "float_bits.hpp"
 #include "splitmix64.hpp"
 
 using namespace blockscale;
@@ -24,17 +24,6 @@ namespace {
 
 // E2M1 magnitudes, codes 0..7, and 8: the next value were the exponent unbounded.
 constexpr double magnitudes[] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0};
-
-std::uint32_t bits_of(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float float_of(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 // cvt.rs to E2M1 for one element with random byte r, from the ISA's words: NaN -> +MAX_NORM;
 // |x| > MAX_NORM -> sign-preserved MAX_NORM; otherwise away from zero iff the first 8 discarded
@@ -60,11 +49,11 @@ std::uint8_t reference_cvt_rs(float x, unsigned r) {
 // mantissa bit and the 22 below it are discarded: r goes under the first 8 of them, the sum is
 // truncated, and a carry walks into the exponent by itself.
 std::uint8_t literal_cvt_rs_normal(float x, unsigned r) {
-  const std::uint32_t sign = bits_of(x) >> 31;
-  std::uint32_t u = bits_of(x) & 0x7FFFFFFFu;
+  const std::uint32_t sign = float_bits(x) >> 31;
+  std::uint32_t u = float_bits(x) & 0x7FFFFFFFu;
   u += r << 14;
   u &= ~((std::uint32_t{1} << 22) - 1);
-  const double y = std::fmin(static_cast<double>(float_of(u)), 6.0);
+  const double y = std::fmin(static_cast<double>(float_from_bits(u)), 6.0);
   int index = 0;
   while (magnitudes[index] != y)
     ++index;
@@ -179,7 +168,7 @@ TEST_CASE("cvt.rs equals the re-derivation on random floats and random bytes", "
   for (int i = 0; i < (1 << 20); ++i) {
     const std::uint32_t u = rng.next_u32();
     // Half raw bit patterns, half values in E2M1's range.
-    const float x = (i & 1) != 0 ? float_of(u) : static_cast<float>(rng.uniform(-7.0, 7.0));
+    const float x = (i & 1) != 0 ? float_from_bits(u) : static_cast<float>(rng.uniform(-7.0, 7.0));
     const unsigned r = u & 0xFFu;
     mismatches += emulated(x, r) != reference_cvt_rs(x, r);
   }
@@ -189,8 +178,8 @@ TEST_CASE("cvt.rs equals the re-derivation on random floats and random bytes", "
 TEST_CASE("cvt.rs equals the literal bit-level addition where E2M1 is normal", "[rounding_ptx]") {
   // Every 251st float in [1, 6] (about 84 thousand), each with every random byte.
   std::size_t mismatches = 0, checked = 0;
-  for (std::uint32_t u = bits_of(1.0f); u <= bits_of(6.0f); u += 251) {
-    const float x = float_of(u);
+  for (std::uint32_t u = float_bits(1.0f); u <= float_bits(6.0f); u += 251) {
+    const float x = float_from_bits(u);
     for (unsigned r = 0; r < 256; ++r) {
       const std::uint8_t want = literal_cvt_rs_normal(x, r);
       mismatches += emulated(x, r) != want;
@@ -205,8 +194,9 @@ TEST_CASE("cvt.rs equals the literal bit-level addition where E2M1 is normal", "
 
 TEST_CASE("cvt.rs special values: NaN, Inf, zeros, tiny values, saturation", "[rounding_ptx]") {
   const float inf = std::numeric_limits<float>::infinity();
-  const float nans[] = {std::numeric_limits<float>::quiet_NaN(), float_of(0x7F800001u),
-                        float_of(0x7FFFFFFFu), float_of(0xFFC00000u), float_of(0xFF800001u)};
+  const float nans[] = {std::numeric_limits<float>::quiet_NaN(), float_from_bits(0x7F800001u),
+                        float_from_bits(0x7FFFFFFFu), float_from_bits(0xFFC00000u),
+                        float_from_bits(0xFF800001u)};
   for (unsigned r = 0; r < 256; ++r) {
     INFO("r = " << r);
     for (const float nan : nans)
@@ -242,7 +232,7 @@ TEST_CASE("round_stochastic_ptx{r} decides as round_stochastic{r << 24}", "[roun
   std::size_t mismatches = 0;
   for (int i = 0; i < (1 << 18); ++i) {
     const float x =
-        i % 3 == 0 ? float_of(rng.next_u32()) : static_cast<float>(rng.uniform(-8.0, 8.0));
+        i % 3 == 0 ? float_from_bits(rng.next_u32()) : static_cast<float>(rng.uniform(-8.0, 8.0));
     const auto r = static_cast<std::uint8_t>(rng.next_u32());
     mismatches +=
         emulated(x, r) != convert<e2m1>(x, round_stochastic{std::uint32_t{r} << 24}).bits();
@@ -267,7 +257,7 @@ TEST_CASE("the x4 helper: each operand's byte of rbits, a in the top nibble", "[
   for (int i = 0; i < (1 << 16); ++i) {
     float x[4];
     for (float& v : x)
-      v = i % 4 == 0 ? float_of(rng.next_u32()) : static_cast<float>(rng.uniform(-7.0, 7.0));
+      v = i % 4 == 0 ? float_from_bits(rng.next_u32()) : static_cast<float>(rng.uniform(-7.0, 7.0));
     const std::uint32_t rbits = rng.next_u32();
     const std::uint16_t d = encode_e2m1x4_stochastic_ptx(x[0], x[1], x[2], x[3], rbits);
     for (int operand = 0; operand < 4; ++operand)
@@ -364,7 +354,7 @@ TEST_CASE("encode_e2m1x2_nearest_even packs convert<e2m1>, x0 in the low nibble"
   splitmix64 rng{3};
   std::size_t mismatches = 0;
   for (int i = 0; i < (1 << 18); ++i) {
-    const float x0 = float_of(rng.next_u32());
+    const float x0 = float_from_bits(rng.next_u32());
     const auto x1 = static_cast<float>(rng.uniform(-7.0, 7.0));
     const std::uint8_t byte = encode_e2m1x2_nearest_even(x0, x1);
     mismatches += byte != pack_nibble_pair(convert<e2m1>(x0).bits(), convert<e2m1>(x1).bits());
