@@ -8,7 +8,7 @@ import numpy as np
 
 from ._native import core as _core
 
-# The library's rounding tags by name (block/registry.hpp), and stochastic rounding beside them.
+# The library's rounding tags by name (contract/registry.hpp), and stochastic rounding beside them.
 ROUNDINGS = tuple(_core.registry()["convert_roundings"]) + ("stochastic",)
 
 

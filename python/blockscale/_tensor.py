@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     ml_dtypes = None
     _BFLOAT16 = None
 
-# The library's closed lists (block/registry.hpp): the preset block formats with their parts, and
+# The library's closed lists (contract/registry.hpp): the preset block formats with their parts, and
 # the scalar formats.
 _REGISTRY = _core.registry()
 _PARTS = dict(_REGISTRY["block_formats"])

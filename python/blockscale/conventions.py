@@ -33,7 +33,7 @@ import numpy as np
 
 from ._native import core as _core
 
-# The conventions and their kinds, from the library (block/registry.hpp, block/global_scale.hpp).
+# The conventions and their kinds, from the library (contract/registry.hpp, block/global_scale.hpp).
 CONVENTIONS = dict(_core.registry()["conventions"])
 
 

@@ -417,7 +417,7 @@ nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Make make, Name
   return c;
 }
 
-/// The library's closed lists (block/registry.hpp) for the Python package: every name it offers,
+/// The library's closed lists (contract/registry.hpp) for the Python package: every name it offers,
 /// and each preset's parts, come from here.
 template <std::size_t N>
 nb::list name_list(const char* const (&names)[N], std::size_t first = 0) {

@@ -4,7 +4,7 @@
 // the format's range from a fixed seed; for every format, rounding mode and overflow policy. Also
 // double inputs that no float can represent, and the exact stochastic-rounding threshold.
 // tests/exhaustive/ runs the same comparison over all 2^32 floats.
-#include <blockscale/block/registry.hpp>
+#include <blockscale/contract/registry.hpp>
 #include <blockscale/numeric/convert.hpp>
 #include <blockscale/numeric/format.hpp>
 #include <blockscale/numeric/minifloat.hpp>
@@ -338,7 +338,7 @@ TEST_CASE("the reference follows the examples of docs/conversion.md", "[convert]
                                            0u - f - 1) == 0x0);
 }
 
-// One test case per scalar format of the registry (block/registry.hpp), named by it.
+// One test case per scalar format of the registry (contract/registry.hpp), named by it.
 TEMPLATE_LIST_TEST_CASE("convert matches the reference on sampled inputs", "[convert][reference]",
                         bs::scalar_formats) {
   check_format_against_reference<typename TestType::format>(bs::scalar_format_name<TestType>());

@@ -1,4 +1,4 @@
-// The closed lists of block/registry.hpp: names and types agree, every visitor reaches every
+// The closed lists of contract/registry.hpp: names and types agree, every visitor reaches every
 // entry, unknown names are refused naming the choices; the headroom check of the tensor-scale
 // policies; and a scale format outside the presets (UE6M2) through the host quantizers.
 #include <blockscale/blockscale.hpp>

@@ -182,7 +182,7 @@ void check_selectors_over_thread_b(std::integer_sequence<int, ThreadB...>) {
 template <class Path, int WarpM, int WarpN>
 void check_coord_of() {
   using tile = warp::warp_tile<Path, WarpM, WarpN, nvfp4, nvfp4>;
-  INFO("warp tile " << WarpM << " x " << WarpN << (tile::native ? " block-scaled" : " bf16"));
+  INFO("warp tile " << WarpM << " x " << WarpN << (tile::block_scaled ? " block-scaled" : " bf16"));
   coverage c(WarpM, WarpN);
   for (int lane = 0; lane < 32; ++lane)
     for (int i = 0; i < tile::tiles_m; ++i)
@@ -224,7 +224,7 @@ unsigned nibble(std::uint32_t q, int n) {
 /// (the second is 0); for UE8M0 (S = 2^k) the factors 2^x1 and 2^x2 with x = k + fold = x1 + x2
 /// and x2 = floor(x / 2); a NaN code 0x7FC0 and an Inf code 0x7F80 in both halves of both words.
 template <class Scale>
-warp::scale_multiplier expected_multiplier(std::uint8_t code) {
+warp::bf16_multiplier expected_multiplier(std::uint8_t code) {
   using rule = warp::dequant_scale<Scale>;
   const auto both_halves = [](std::uint16_t half) { return std::uint32_t{half} * 0x00010001u; };
   const auto s = Scale::from_bits(code);
@@ -283,8 +283,8 @@ void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int 
     const double scale = static_cast<double>(static_cast<float>(s));
     const bool infinite = std::isinf(scale);
     infinite_codes += infinite;
-    const warp::scale_multiplier m = rule::multiplier(static_cast<std::uint8_t>(code));
-    const warp::scale_multiplier want = expected_multiplier<Scale>(static_cast<std::uint8_t>(code));
+    const warp::bf16_multiplier m = rule::multiplier(static_cast<std::uint8_t>(code));
+    const warp::bf16_multiplier want = expected_multiplier<Scale>(static_cast<std::uint8_t>(code));
     words.expect(m.first == want.first && m.second == want.second, [&](std::ostream& o) {
       o << "scale code " << code << " (value " << scale << "): multipliers 0x" << std::hex
         << m.first << ", 0x" << m.second << "; expected 0x" << want.first << ", 0x" << want.second;
@@ -499,7 +499,7 @@ void check_random(int k, splitmix64& rng) {
   // or K/64 (block-scaled path) MMAs; the reference's final float rounding adds 2^-24 · |C| and
   // the double epilogue far less. Hence, with n the MMA count,
   //   |got − ref| ≤ (n + 2) · 2^-23 · Σ_k |a_k|·|b_k|   (decoded values, tensor scales included).
-  const int mma_count = k / (tile::native ? 64 : 16);
+  const int mma_count = k / (tile::block_scaled ? 64 : 16);
   mismatches m;
   double total = 0.0;
   for (int row = 0; row < WarpM; ++row)

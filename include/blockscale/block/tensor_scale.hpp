@@ -17,8 +17,6 @@
 
 #include <cfloat>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "../config.hpp"
 #include "../detail/bits.hpp"
@@ -53,21 +51,11 @@ tensor_scale_numerator(int headroom_binades) noexcept {
 /// The most binades of headroom a block format's tensor scale can keep: the span from the largest
 /// scale to the smallest nonzero one (17 for UE4M3, 33 for UE5M3, 254 for UE8M0). With more, the
 /// largest block's scale would round to zero; with a negative headroom every block of the tensor
-/// amax would saturate its scale.
+/// amax would saturate its scale (contract/registry.hpp checks a run-time value against it).
 template <class BlockFormat>
 constexpr int max_headroom_binades() noexcept {
   using scale = format_traits<typename BlockFormat::scale_type::format>;
   return scale::max_exponent - (scale::min_exponent - scale::mantissa_bits);
-}
-
-/// Throws std::invalid_argument naming `name` unless 0 <= binades <= max_headroom_binades: the
-/// check every run-time headroom or margin passes before a policy's `make` (host code).
-template <class BlockFormat>
-void check_headroom_binades(int binades, const char* name) {
-  if (binades < 0 || binades > max_headroom_binades<BlockFormat>())
-    throw std::invalid_argument(std::string(name) + " must be between 0 and " +
-                                std::to_string(max_headroom_binades<BlockFormat>()) +
-                                " binades for this block format, not " + std::to_string(binades));
 }
 
 /// No tensor scale: s_enc = 1 (MXFP4).

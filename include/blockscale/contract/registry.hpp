@@ -1,4 +1,4 @@
-/// \file block/registry.hpp
+/// \file contract/registry.hpp
 /// The closed lists of the library, each declared once with its names: the scalar formats, the
 /// preset block formats (block_format.hpp holds their list), the element roundings of `convert`,
 /// the run-time enumerations of `quantize_options`, the scale-rule presets and the global-scale
@@ -17,15 +17,16 @@
 #include <type_traits>
 #include <utility>
 
+#include "../block/block_format.hpp"
+#include "../block/global_scale.hpp"
+#include "../block/quantize_params.hpp"
+#include "../block/quantized_shape.hpp"
+#include "../block/scale_layout.hpp"
+#include "../block/scale_rule.hpp"
+#include "../block/tensor_scale.hpp"
 #include "../config.hpp"
 #include "../numeric/minifloat.hpp"
 #include "../numeric/rounding.hpp"
-#include "block_format.hpp"
-#include "global_scale.hpp"
-#include "quantize_params.hpp"
-#include "quantized_shape.hpp"
-#include "scale_layout.hpp"
-#include "scale_rule.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -235,6 +236,17 @@ scale_rule scale_rule_named(std::string_view name) {
   default:
     detail::unknown_name("scale rule", name, scale_rule_names);
   }
+}
+
+/// Throws std::invalid_argument naming `name` unless 0 <= binades <= max_headroom_binades<F>():
+/// the check a run-time headroom or margin passes before a policy's `make` (the run-time policy of
+/// training/, the Python policies).
+template <class BlockFormat>
+void check_headroom_binades(int binades, const char* name) {
+  if (binades < 0 || binades > max_headroom_binades<BlockFormat>())
+    throw std::invalid_argument(std::string(name) + " must be between 0 and " +
+                                std::to_string(max_headroom_binades<BlockFormat>()) +
+                                " binades for this block format, not " + std::to_string(binades));
 }
 
 } // namespace v0

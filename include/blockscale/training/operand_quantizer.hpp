@@ -18,6 +18,7 @@
 #include "../block/matrix_view.hpp"
 #include "../block/tensor_scale.hpp"
 #include "../config.hpp"
+#include "../contract/registry.hpp"
 #include "../host/dequantize.hpp"
 #include "../host/hadamard_rows.hpp"
 #include "../host/metrics.hpp"

@@ -213,7 +213,7 @@ private:
   decode_e2m1(const std::uint32_t* in, std::uint8_t code, float wide_s_dec,
               std::uint32_t* words) noexcept {
     if constexpr (e2m1) {
-      const warp::scale_multiplier multiplier = warp::dequant_scale<scale_type>::multiplier(code);
+      const warp::bf16_multiplier multiplier = warp::dequant_scale<scale_type>::multiplier(code);
       BLOCKSCALE_UNROLL
       for (int w = 0; w < b / 8; ++w) {
         std::uint32_t pairs[4]; // pairs[j]: elements j (low half) and j + 4 (high half)

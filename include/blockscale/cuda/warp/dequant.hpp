@@ -47,11 +47,14 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr std::uint32_t e2m1_pair(
   return (t & 0x80008000u) | ((t >> 6) & 0x01C001C0u);
 }
 
-/// The multipliers of one block scale, each a bf16 in both halves of a word.
-struct scale_multiplier {
+/// The bf16 multipliers of one block scale, each a bf16 in both halves of a word (not to be
+/// confused with `quantize_params::scale_multiplier`, the float m of the quantizer).
+struct bf16_multiplier {
   std::uint32_t first = 0;
   std::uint32_t second = 0; ///< used only when `dequant_scale<Scale>::multiplies == 2`
 };
+/// The former name of `bf16_multiplier`.
+using scale_multiplier [[deprecated("renamed bf16_multiplier")]] = bf16_multiplier;
 
 namespace detail {
 /// A bf16 in both halves of a word: the high half of `bits`, whose low half must be zero (a float
@@ -129,7 +132,7 @@ struct dequant_scale {
   /// The multipliers of `code` (bits above the format's are ignored), without a branch: the
   /// finite multiplier is assembled from the code's bits for every code, and the word of a NaN
   /// (or Inf) code replaces it by a select on a predicate of the same bits.
-  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR static scale_multiplier
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_BIT_CAST_CONSTEXPR static bf16_multiplier
   multiplier(std::uint8_t code) noexcept {
     constexpr int e = traits::exponent_bits, m = traits::mantissa_bits;
     // The magnitude at the top of a word: the bits above the format's fall off.
@@ -195,7 +198,7 @@ private:
 /// Eight E2M1 codes of `q` times one block scale: out[j], j < 4, = bf16x2 of elements (j, j + 4),
 /// each element · S · 2^-offset. `Warp` supplies the bf16x2 multiply (cuda/warp.hpp).
 template <class Warp, class Scale>
-BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void dequantize8(std::uint32_t q, scale_multiplier s,
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE void dequantize8(std::uint32_t q, bf16_multiplier s,
                                                                std::uint32_t* out) {
   BLOCKSCALE_UNROLL
   for (int j = 0; j < 4; ++j) {

@@ -108,7 +108,7 @@ struct staged_bf16 {
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
   dequantize_chunk(const shared_operand& s, int row, int c, std::uint8_t* to) {
     const auto words = detail::load_shared<detail::word_pair>(s.elements + row * s.stride + 8 * c);
-    const scale_multiplier m =
+    const bf16_multiplier m =
         dequant_scale<Scale>::multiplier(s.scales[row * s.scale_stride + 16 * c / Block]);
     std::uint32_t pairs[8];
     dequantize8<Warp, Scale>(words.lo, m, pairs);
@@ -161,25 +161,28 @@ struct warp_tile {
   static_assert(std::is_same<typename FormatA::element_type, e2m1>::value &&
                     std::is_same<typename FormatB::element_type, e2m1>::value,
                 "the warp GEMM takes E2M1 operands");
-  static constexpr bool native = std::is_same<Path, block_scaled_path>::value;
+  /// Whether the tile takes the block-scaled MMA path (scale codes read by the tensor core).
+  static constexpr bool block_scaled = std::is_same<Path, block_scaled_path>::value;
+  /// The former name of `block_scaled`.
+  [[deprecated("renamed block_scaled")]] static constexpr bool native = block_scaled;
   static constexpr bool staged = std::is_same<Path, bf16_staged_path>::value;
-  static_assert(!native ||
+  static_assert(!block_scaled ||
                     (std::is_same<FormatA, FormatB>::value &&
                      (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value)),
                 "the block-scaled MMA takes NVFP4 × NVFP4 or MXFP4 × MXFP4; use bf16_path for "
                 "UE5M3 and mixed formats");
-  static_assert(native || staged || std::is_same<Path, bf16_path>::value,
+  static_assert(block_scaled || staged || std::is_same<Path, bf16_path>::value,
                 "Path is bf16_path, bf16_staged_path or block_scaled_path");
 
   static constexpr int warp_m = WarpM, warp_n = WarpN;
   static constexpr int tiles_m = WarpM / 16, tiles_n = WarpN / 8;
   /// k consumed by one `step`.
-  static constexpr int k_step = native ? 128 : 64;
+  static constexpr int k_step = block_scaled ? 128 : 64;
   using scale_a = typename FormatA::scale_type;
   using scale_b = typename FormatB::scale_type;
   /// The accumulators are the exact products times 2^-accumulator_exponent.
   static constexpr int accumulator_exponent =
-      native ? 0 : dequant_scale<scale_a>::offset + dequant_scale<scale_b>::offset;
+      block_scaled ? 0 : dequant_scale<scale_a>::offset + dequant_scale<scale_b>::offset;
 
   template <class Warp>
   struct accumulators {
@@ -211,7 +214,7 @@ struct warp_tile {
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
                                           shared_operand a, shared_operand b, int k0) {
-    if constexpr (native)
+    if constexpr (block_scaled)
       step_native(warp, acc, a, b, k0);
     else
       step_bf16(warp, acc, a, b, k0);
@@ -234,7 +237,7 @@ struct warp_tile {
     } else {
       const auto words = detail::load_shared<detail::word_pair>(
           s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
-      const scale_multiplier m = dequant_scale<Scale>::multiplier(
+      const bf16_multiplier m = dequant_scale<Scale>::multiplier(
           s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
       dequantize8<Warp, Scale>(words.lo, m, pairs);
       dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
