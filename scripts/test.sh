@@ -55,9 +55,14 @@ if [[ $python == on ]]; then
   requirements=$blockscale_root/python/requirements-test.txt
   [[ $peers == ON ]] && requirements=$blockscale_root/python/requirements-peers.txt
   interpreter=$(blockscale_python_env "$requirements")
-  echo "Building the Python package (pip install ./python)"
+  # The package builds on the side while CMake builds the rest, so that neither core idles; its
+  # tests wait for it (below).
+  echo "Building the Python package (pip install ./python) beside the CMake build"
+  python_log=$(mktemp)
   "$interpreter" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
-    "$blockscale_root/python"
+    "$blockscale_root/python" >"$python_log" 2>&1 &
+  python_build=$!
+  trap 'kill "$python_build" 2>/dev/null || true; rm -f "$python_log"' EXIT
   if [[ $peers == ON ]]; then
     # Transformer Engine's NVFP4 reference quantizer is pure PyTorch, but TE itself cannot be
     # imported without CUDA: the peer test runs the reference file from TE's wheel (not installed).
@@ -75,5 +80,13 @@ cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_
   -DBLOCKSCALE_BUILD_BENCHMARKS=$benchmarks -DBLOCKSCALE_BUILD_EXAMPLES=ON \
   "-DCMAKE_CUDA_ARCHITECTURES=$cuda_archs" "${python_args[@]}"
 cmake --build "$build" --parallel "$blockscale_jobs"
+if [[ -n ${python_build:-} ]]; then
+  if ! wait "$python_build"; then
+    cat "$python_log" >&2
+    echo "error: building the Python package (pip install ./python) failed; its output is above" >&2
+    exit 1
+  fi
+  cat "$python_log"
+fi
 ctest --test-dir "$build" --output-on-failure --no-tests=error --parallel "$blockscale_jobs" \
   "${exclude[@]}" "${ctest_args[@]}"
