@@ -1,0 +1,10 @@
+// test_cuda_quantize, float input: device quantization against quantize_into for every preset
+// (quantize_checks.cuh).
+#include "quantize_checks.cuh"
+
+using namespace device_quantize;
+
+TEMPLATE_TEST_CASE("device quantization equals quantize_into byte for byte, float input", "[cuda]",
+                   nvfp4, mxfp4, ue5m3_fp4, mxfp8) {
+  check_matrix_on_device<TestType, float>();
+}
