@@ -1,3 +1,7 @@
-// Catch2 v2's main(), compiled once and linked into every test (v3 has Catch2::Catch2WithMain).
-#define CATCH_CONFIG_MAIN
-#include "catch.hpp"
+// main() for Catch2 v2 tests (v3 has Catch2::Catch2WithMain); the implementation is
+// catch_impl.cpp.
+#include "catch_run.hpp"
+
+int main(int argc, char* argv[]) {
+  return blockscale_catch_run(argc, argv);
+}

@@ -1,7 +1,6 @@
 // main() for tests that need a CUDA device: exits with 77, which ctest reports as skipped, when
 // the machine has none.
-#define CATCH_CONFIG_RUNNER
-#include "catch.hpp"
+#include "catch_run.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -13,5 +12,5 @@ int main(int argc, char* argv[]) {
     std::puts("no CUDA device: skipped");
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return blockscale_catch_run(argc, argv);
 }
