@@ -40,15 +40,23 @@ blockscale_find_nvcc() {
   fi
 }
 
+# blockscale_python_env_path <requirements file>: prints the interpreter blockscale_python_env
+# gives for those requirements, without making its environment.
+blockscale_python_env_path() {
+  local requirements=$1 base=${BLOCKSCALE_PYTHON:-python3} key
+  key=$({ "$base" --version 2>&1; cat "$blockscale_root"/python/requirements-*.txt; } |
+    sha256sum | cut -c1-16)
+  local cache=${BLOCKSCALE_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/blockscale}
+  echo "$cache/$(basename "$requirements" .txt)-$key/bin/python"
+}
+
 # blockscale_python_env <requirements file>: prints the interpreter of a virtual environment that
 # holds the requirements, made once and cached under ~/.cache/blockscale (BLOCKSCALE_VENV_CACHE),
 # keyed by the Python version and the contents of python/requirements-*.txt. A failed install
 # leaves no environment behind.
 blockscale_python_env() {
-  local requirements=$1 base=${BLOCKSCALE_PYTHON:-python3} key venv
-  key=$({ "$base" --version 2>&1; cat "$blockscale_root"/python/requirements-*.txt; } |
-    sha256sum | cut -c1-16)
-  venv=${BLOCKSCALE_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/blockscale}/$(basename "$requirements" .txt)-$key
+  local requirements=$1 base=${BLOCKSCALE_PYTHON:-python3} venv
+  venv=$(dirname "$(dirname "$(blockscale_python_env_path "$requirements")")")
   if [[ ! -f $venv/.complete ]]; then
     rm -rf "$venv"
     local start=$SECONDS

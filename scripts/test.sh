@@ -54,25 +54,26 @@ if [[ $python == on ]]; then
   blockscale_install_missing python3 python3-venv python3-dev
   requirements=$blockscale_root/python/requirements-test.txt
   [[ $peers == ON ]] && requirements=$blockscale_root/python/requirements-peers.txt
-  interpreter=$(blockscale_python_env "$requirements")
-  # The package builds on the side while CMake builds the rest, so that neither core idles; its
-  # tests wait for it (below).
-  echo "Building the Python package (pip install ./python) beside the CMake build"
+  interpreter=$(blockscale_python_env_path "$requirements")
+  te=$(dirname "$(dirname "$interpreter")")/transformer_engine
+  # The virtual environment (made once, then cached) and the package are made on the side while
+  # CMake builds the rest, so that neither the downloads nor the package's compile hold up the
+  # build; the tests wait for them (below).
+  echo "Making the Python environment and the package (pip install ./python) beside the build"
   python_log=$(mktemp)
-  "$interpreter" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
-    "$blockscale_root/python" >"$python_log" 2>&1 &
-  python_build=$!
-  trap 'kill "$python_build" 2>/dev/null || true; rm -f "$python_log"' EXIT
-  if [[ $peers == ON ]]; then
-    # Transformer Engine's NVFP4 reference quantizer is pure PyTorch, but TE itself cannot be
-    # imported without CUDA: the peer test runs the reference file from TE's wheel (not installed).
-    te=$(dirname "$(dirname "$interpreter")")/transformer_engine
-    if ! compgen -G "$te/transformer_engine-*.whl" >/dev/null; then
+  (
+    blockscale_python_env "$requirements" >/dev/null
+    if [[ $peers == ON ]] && ! compgen -G "$te/transformer_engine-*.whl" >/dev/null; then
+      # Transformer Engine's NVFP4 reference quantizer is pure PyTorch, but TE itself cannot be
+      # imported without CUDA: the peer test runs the reference file from TE's wheel (not
+      # installed).
       "$interpreter" -m pip download -q --no-deps -d "$te" transformer_engine==2.20.2
     fi
-    BLOCKSCALE_TE_SOURCE=$(compgen -G "$te/transformer_engine-*.whl" | head -n 1)
-    export BLOCKSCALE_TE_SOURCE
-  fi
+    "$interpreter" -m pip install -q --no-build-isolation --no-deps --force-reinstall \
+      "$blockscale_root/python"
+  ) >"$python_log" 2>&1 &
+  python_build=$!
+  trap 'kill "$python_build" 2>/dev/null || true; rm -f "$python_log"' EXIT
   python_args=(-DBLOCKSCALE_PYTHON_EXECUTABLE="$interpreter" -DBLOCKSCALE_PYTHON_PEERS=$peers)
 fi
 
@@ -83,10 +84,14 @@ cmake --build "$build" --parallel "$blockscale_jobs"
 if [[ -n ${python_build:-} ]]; then
   if ! wait "$python_build"; then
     cat "$python_log" >&2
-    echo "error: building the Python package (pip install ./python) failed; its output is above" >&2
+    echo "error: making the Python environment or the package failed; its output is above" >&2
     exit 1
   fi
   cat "$python_log"
+  if [[ $peers == ON ]]; then
+    BLOCKSCALE_TE_SOURCE=$(compgen -G "$te/transformer_engine-*.whl" | head -n 1)
+    export BLOCKSCALE_TE_SOURCE
+  fi
 fi
 ctest --test-dir "$build" --output-on-failure --no-tests=error --parallel "$blockscale_jobs" \
   "${exclude[@]}" "${ctest_args[@]}"
