@@ -2,16 +2,17 @@
 # Builds blockscale (Release) and the Python package, and runs the test suite except the
 # `exhaustive` label.
 #   scripts/test.sh [--exhaustive] [--peers] [--no-python] [--benchmarks] [--cuda-archs LIST]
-#                   [--gpu-binaries] [ctest arguments...]
+#                   [--device-tests] [ctest arguments...]
 #   --exhaustive        also run the exhaustive sweeps (times: docs/testing.md)
 #   --peers             also run the torch-based peers as oracles (label peers; a cached ~6 GB venv)
 #   --no-python         skip the Python package and its tests
 #   --benchmarks        also build the benchmarks (bench/, bench/gpu/); CI does
 #   --cuda-archs LIST   the CUDA architectures the device code is compiled for (CMake's list, e.g.
 #                       "80;90;100a;120a", as CI does); default 90, or $BLOCKSCALE_CUDA_ARCHS
-#   --gpu-binaries      also build the device tests and CUDA examples on a machine without a GPU
-#                       (they are built by default only where nvidia-smi lists a GPU, since they
-#                       run only there; CI builds them to prove they compile)
+#   --device-tests      also build, on a machine without a GPU, what runs only on one or only
+#                       compiles device code: the device tests, the CUDA examples, the CUDA header
+#                       checks and the .cu package consumers (built by default only where
+#                       nvidia-smi lists a GPU; CI passes this, so all of it compiles there)
 # The build directory is build/ unless BLOCKSCALE_BUILD_DIR says otherwise. Missing Debian packages
 # are installed when run as root; Python packages go into cached virtual environments
 # (python/requirements-*.txt, scripts/common.sh).
@@ -24,8 +25,8 @@ ctest_args=()
 python=on
 peers=OFF
 benchmarks=OFF
-gpu_binaries=OFF
-if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then gpu_binaries=ON; fi
+device_tests=OFF
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then device_tests=ON; fi
 cuda_archs=${BLOCKSCALE_CUDA_ARCHS:-90}
 while (($# > 0)); do
   case $1 in
@@ -33,7 +34,7 @@ while (($# > 0)); do
   --peers) peers=ON ;;
   --no-python) python=off ;;
   --benchmarks) benchmarks=ON ;;
-  --gpu-binaries) gpu_binaries=ON ;;
+  --device-tests) device_tests=ON ;;
   --cuda-archs)
     (($# > 1)) || {
       echo "error: --cuda-archs needs a list, e.g. --cuda-archs \"80;90\"" >&2
@@ -83,12 +84,12 @@ if [[ $python == on ]]; then
   python_args=(-DBLOCKSCALE_PYTHON_EXECUTABLE="$interpreter" -DBLOCKSCALE_PYTHON_PEERS=$peers)
 fi
 
-[[ $gpu_binaries == ON ]] ||
-  echo "No GPU listed by nvidia-smi: the device tests and CUDA examples (which run only on a GPU)" \
-    "are not built; --gpu-binaries builds them"
+[[ $device_tests == ON ]] ||
+  echo "No GPU listed by nvidia-smi: the device tests, CUDA examples, CUDA header checks and .cu" \
+    "package consumers are not built (--device-tests builds them)"
 cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=ON \
   -DBLOCKSCALE_BUILD_BENCHMARKS=$benchmarks -DBLOCKSCALE_BUILD_EXAMPLES=ON \
-  -DBLOCKSCALE_BUILD_GPU_BINARIES=$gpu_binaries \
+  -DBLOCKSCALE_BUILD_DEVICE_TESTS=$device_tests \
   "-DCMAKE_CUDA_ARCHITECTURES=$cuda_archs" "${python_args[@]}"
 cmake --build "$build" --parallel "$blockscale_jobs"
 if [[ -n ${python_build:-} ]]; then
