@@ -135,6 +135,10 @@ int count_differences(const float d[32][4], const tile16x8& expected) {
   return differences;
 }
 
+const ptx::mma_model all_models[] = {ptx::mma_model::exact, ptx::mma_model::sm80,
+                                     ptx::mma_model::sm90, ptx::mma_model::sm100,
+                                     ptx::mma_model::sm120};
+
 // --- bf16 MMA harness --------------------------------------------------------------------------
 struct bf16_tiles {
   std::uint16_t a[16][16]; // m×k codes
@@ -142,7 +146,7 @@ struct bf16_tiles {
   float c[16][8];
 };
 
-void run_bf16(const bf16_tiles& t, float d[32][4]) {
+void run_bf16(const bf16_tiles& t, float d[32][4], ptx::mma_model model = ptx::mma_model::exact) {
   std::uint32_t a[32][4] = {}, b[32][2] = {};
   float c[32][4];
   for (int lane = 0; lane < 32; ++lane)
@@ -155,7 +159,7 @@ void run_bf16(const bf16_tiles& t, float d[32][4]) {
                       << (16 * h);
     }
   scatter_c(c, t.c);
-  ptx::mma_m16n8k16_bf16(d, a, b, c);
+  ptx::mma_m16n8k16_bf16(d, a, b, c, model);
 }
 
 // --- E2M1 MMA harness --------------------------------------------------------------------------
@@ -215,9 +219,10 @@ fp4_registers scatter_fp4(const fp4_tiles& t, const fp4_selector& s, splitmix64&
   return reg;
 }
 
-void run_fp4(const fp4_registers& reg, const fp4_selector& s, float d[32][4]) {
+void run_fp4(const fp4_registers& reg, const fp4_selector& s, float d[32][4],
+             ptx::mma_model model = ptx::mma_model::exact) {
   ptx::mma_m16n8k64_mxf4nvf4(s.scale_vec, s.kind, d, reg.a, reg.b, reg.c, reg.sfa, s.byte_a,
-                             s.thread_a, reg.sfb, s.byte_b, s.thread_b);
+                             s.thread_a, reg.sfb, s.byte_b, s.thread_b, model);
 }
 
 // Plain loops in double; exact for the ranges the tests draw from, so one cast rounds correctly.
@@ -460,7 +465,8 @@ TEST_CASE("fma_bf16x2 rounds a·b + c once", "[unit][emulation]") {
   CHECK(ptx::bf16_round(std::numeric_limits<double>::quiet_NaN()) == 0x7FFF);
 }
 
-TEST_CASE("mma_m16n8k16_bf16 on integer tiles equals plain loops", "[unit][emulation]") {
+TEST_CASE("mma_m16n8k16_bf16 on integer tiles equals plain loops in every model",
+          "[unit][emulation]") {
   splitmix64 rng{0x6D6D61ull};
   for (int round = 0; round < 40; ++round) {
     bf16_tiles t;
@@ -480,13 +486,17 @@ TEST_CASE("mma_m16n8k16_bf16 on integer tiles equals plain loops", "[unit][emula
           sum += a[m][k] * b[n][k];
         expected[m][n] = sum;
       }
-    float d[32][4];
-    run_bf16(t, d);
-    REQUIRE(count_differences(d, expected) == 0);
+    // Integer sums below 2^24 lose nothing to any model's truncation.
+    for (const ptx::mma_model model : all_models) {
+      INFO("model " << static_cast<int>(model));
+      float d[32][4];
+      run_bf16(t, d, model);
+      REQUIRE(count_differences(d, expected) == 0);
+    }
   }
 }
 
-TEST_CASE("mma_m16n8k16_bf16 is exact, keeps subnormals, and follows IEEE specials",
+TEST_CASE("mma_m16n8k16_bf16's exact model is exact, keeps subnormals, and follows IEEE specials",
           "[unit][emulation]") {
   bf16_tiles t{};
   tile16x8 expected{};
@@ -580,7 +590,7 @@ TEST_CASE("mma_m16n8k16_bf16 is exact, keeps subnormals, and follows IEEE specia
   }
   float cd[32][4];
   scatter_c(cd, one.c);
-  ptx::mma_m16n8k16_bf16(cd, ar, br, cd);
+  ptx::mma_m16n8k16_bf16(cd, ar, br, cd, ptx::mma_model::exact);
   CHECK(count_differences(cd, ones) == 0);
 }
 
@@ -829,4 +839,122 @@ TEST_CASE("shfl_sync idx and xor within segments", "[unit][emulation]") {
   CHECK_THROWS_AS(ptx::shfl_sync_idx(v, 0, 0, 12), std::invalid_argument);
   CHECK_THROWS_AS(ptx::shfl_sync_xor(v, 0, 1, 64), std::invalid_argument);
   CHECK_THROWS_AS(ptx::shfl_sync_xor(v, 32, 1, 32), std::invalid_argument);
+}
+
+TEST_CASE("mma_m16n8k16_bf16's hardware models truncate as the tensor cores do",
+          "[unit][emulation]") {
+  // Hand-derived from the model (emulation/ptx.hpp); python/tests/test_peers_mma.py checks the
+  // models against MMA-Sim on random inputs. B holds one non-negative value per k, shared by all
+  // columns; each row of A uses its own k.
+  //   row 0: 2^30 − 2^30 − 555 (k 0, 1, 2). Aligned to 2^30, −555 keeps multiples of 2^(30−25) = 32
+  //          on sm_90 and later (−544) and of 64 on sm_80 (−512); exactly −555.
+  //   row 1: C = 2^24, + 1 + 2^-100 (k 3, 4): 2^-100 truncates away and 2^24 + 1 truncates to
+  //          float's 2^24; rounded once it is 2^24 + 2.
+  //   row 2: C = 2^24, + 1 (k 5) + 1 (k 8): one pass gives 2^24 + 2 exactly; sm_80 adds k < 8
+  //          first (2^24 + 1 → 2^24) and k ≥ 8 then (again 2^24).
+  //   row 3: 3·2^-133 (a bf16 subnormal, aligned as 2^-126) · 2^120 + 3·2^-17 · 2^-16 (k 6, 7): the
+  //          subnormal's product is aligned by 2^-6, which drops 3·2^-33; exactly both are kept.
+  //   row 4: every addend −0 (A −0, B ≥ +0, C −0): +0 in the hardware, −0 rounded once.
+  //   row 5: +Inf · 1 (k 10) → +Inf; row 6: NaN (k 11) → NaN; row 7: 2^100 · 2^100 (k 12) → +Inf.
+  bf16_tiles t{};
+  const std::uint16_t b_of_k[16] = {0x4700, 0x4700, 0x4170, 0x3F80, 0x2680, 0x3F80, 0x7B80, 0x3780,
+                                    0x3F80, 0x0000, 0x3F80, 0x3F80, 0x7180, 0,      0,      0};
+  for (int n = 0; n < 8; ++n)
+    for (int k = 0; k < 16; ++k)
+      t.b[n][k] = b_of_k[k];
+  t.a[0][0] = 0x4700; // 2^15
+  t.a[0][1] = 0xC700; // −2^15
+  t.a[0][2] = 0xC214; // −37 (· 15 = −555)
+  t.a[1][3] = 0x3F80;
+  t.a[1][4] = 0x2680; // 2^-50
+  t.a[2][5] = 0x3F80;
+  t.a[2][8] = 0x3F80;
+  t.a[3][6] = 0x0003; // 3·2^-133
+  t.a[3][7] = 0x37C0; // 3·2^-17
+  for (int k = 0; k < 16; ++k)
+    t.a[4][k] = 0x8000;
+  t.a[5][10] = 0x7F80;
+  t.a[6][11] = 0x7FC1;
+  t.a[7][12] = 0x7180; // 2^100
+  for (int n = 0; n < 8; ++n) {
+    t.c[1][n] = t.c[2][n] = 0x1p24f;
+    t.c[4][n] = -0.0f;
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = float_from_bits(0x7FFFFFFF);
+  struct rows {
+    ptx::mma_model model;
+    float value[8];
+  };
+  const rows expected[] = {
+      {ptx::mma_model::exact,
+       {-555, 0x1p24f + 2, 0x1p24f + 2, 0x3p-13f + 0x3p-33f, -0.0f, inf, nan, inf}},
+      {ptx::mma_model::sm80, {-512, 0x1p24f, 0x1p24f, 0x3p-13f, 0.0f, inf, nan, inf}},
+      {ptx::mma_model::sm90, {-544, 0x1p24f, 0x1p24f + 2, 0x3p-13f, 0.0f, inf, nan, inf}},
+      {ptx::mma_model::sm100, {-544, 0x1p24f, 0x1p24f + 2, 0x3p-13f, 0.0f, inf, nan, inf}},
+      {ptx::mma_model::sm120, {-544, 0x1p24f, 0x1p24f + 2, 0x3p-13f, 0.0f, inf, nan, inf}},
+  };
+  for (const rows& e : expected) {
+    INFO("model " << static_cast<int>(e.model));
+    tile16x8 want{}; // rows 8..15: +0
+    for (int m = 0; m < 8; ++m)
+      for (int n = 0; n < 8; ++n)
+        want[m][n] = e.value[m];
+    float d[32][4];
+    run_bf16(t, d, e.model);
+    CHECK(count_differences(d, want) == 0);
+  }
+  CHECK(ptx::mma_model_of_arch(80) == ptx::mma_model::sm80);
+  CHECK(ptx::mma_model_of_arch(89) == ptx::mma_model::sm80);
+  CHECK(ptx::mma_model_of_arch(90) == ptx::mma_model::sm90);
+  CHECK(ptx::mma_model_of_arch(100) == ptx::mma_model::sm100);
+  CHECK(ptx::mma_model_of_arch(120) == ptx::mma_model::sm120);
+  CHECK_THROWS_AS(ptx::mma_model_of_arch(75), std::invalid_argument);
+  CHECK(ptx::default_mma_model == ptx::mma_model_of_arch(BLOCKSCALE_EMULATION_ARCH));
+}
+
+TEST_CASE("mma_m16n8k64_mxf4nvf4's hardware model sums groups exactly and truncates at 35 bits",
+          "[unit][emulation]") {
+  // UE8M0, scale_vec 2: block 0 is k 0..31 (groups 0, 1), block 1 is k 32..63 (groups 2, 3).
+  //   row 0: group 0 holds 6·6 − 6·6 under scales 2^20 · 2^20: its sum is 0, but its products are
+  //          not, so the group keeps its exponent 40 and 1 · 1 in group 2 truncates away (multiples
+  //          of 2^(40 − 35) only): +0 in the hardware, 1 exactly.
+  //   row 1: the same 1 · 1 with group 0's products all zero: that group takes the zero exponent,
+  //          and the result is 1 in both.
+  //   row 2: C = 2^24, + 1 · 1 + 0.5 · 1 in group 2: 2^24 + 1.5 truncates to 2^24; rounded once it
+  //          is 2^24 + 2.
+  fp4_tiles t{};
+  for (int n = 0; n < 8; ++n) {
+    t.b[n][0] = t.b[n][1] = 7;   // 6
+    t.b[n][32] = t.b[n][33] = 2; // 1
+    t.sb[n][0] = 147;            // 2^20
+    t.sb[n][1] = 127;            // 1
+  }
+  for (int m = 0; m < 16; ++m) {
+    t.sa[m][0] = m == 0 ? 147 : 127;
+    t.sa[m][1] = 127;
+  }
+  t.a[0][0] = 7;  // 6
+  t.a[0][1] = 15; // −6
+  t.a[0][32] = 2; // 1
+  t.a[1][32] = 2;
+  t.a[2][32] = 2;
+  t.a[2][33] = 1; // 0.5
+  for (int n = 0; n < 8; ++n)
+    t.c[2][n] = 0x1p24f;
+  splitmix64 rng{0x7472756Eull};
+  const fp4_selector e8{2, ptx::scale_kind::ue8m0, 0, 0, 0, 0};
+  const fp4_registers reg = scatter_fp4(t, e8, rng);
+  for (const ptx::mma_model model : all_models) {
+    INFO("model " << static_cast<int>(model));
+    const bool exact = model == ptx::mma_model::exact;
+    tile16x8 want{};
+    for (int n = 0; n < 8; ++n) {
+      want[0][n] = exact ? 1.0f : 0.0f;
+      want[1][n] = 1.0f;
+      want[2][n] = exact ? 0x1p24f + 2 : 0x1p24f;
+    }
+    float d[32][4];
+    run_fp4(reg, e8, d, model);
+    CHECK(count_differences(d, want) == 0);
+  }
 }

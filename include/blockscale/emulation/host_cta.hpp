@@ -51,14 +51,16 @@ void run_phases(const Program& program, std::vector<host_warp>& warps, cuda::cta
 } // namespace detail
 
 /// Runs `program` over a grid of `ctas` CTAs. With a nonzero `order_seed` the CTAs run in a
-/// pseudo-random order (a completion action must then still run last, and run once).
+/// pseudo-random order (a completion action must then still run last, and run once). The warps'
+/// MMAs follow `model`.
 template <class Program>
-void run_grid(const Program& program, std::size_t ctas, std::uint64_t order_seed = 0) {
+void run_grid(const Program& program, std::size_t ctas, std::uint64_t order_seed = 0,
+              ptx::mma_model model = ptx::default_mma_model) {
   std::vector<std::uint32_t> order = detail::cta_order(ctas, order_seed);
   auto shared = std::make_unique<typename Program::shared_storage>();
   std::vector<host_warp> warps;
   for (int w = 0; w < Program::warps; ++w)
-    warps.emplace_back(w);
+    warps.emplace_back(w, async_copies::eager, model);
   for (const std::uint32_t index : order) {
     std::memset(static_cast<void*>(shared.get()), 0xA5, sizeof(typename Program::shared_storage));
     detail::run_phases<0>(program, warps, cuda::cta_coord{index, static_cast<std::uint32_t>(ctas)},
@@ -81,10 +83,11 @@ void run_loop_phases(const Program& program, std::vector<host_warp>& warps, cuda
 /// Runs a *looped* program (cuda/runner.cuh: `begin`, then `steps(cta)` times the phases
 /// `step<0..loop_phases-1>` with a barrier between phases, then `end`; each warp keeps a
 /// `warp_state` across them) over a grid of `ctas` CTAs, in a shuffled order when `order_seed` is
-/// nonzero, with asynchronous copies landing as `copies` says.
+/// nonzero, with asynchronous copies landing as `copies` says and the MMAs following `model`.
 template <class Program>
 void run_looped_grid(const Program& program, std::size_t ctas, std::uint64_t order_seed = 0,
-                     async_copies copies = async_copies::eager) {
+                     async_copies copies = async_copies::eager,
+                     ptx::mma_model model = ptx::default_mma_model) {
   using state = typename Program::template warp_state<host_warp>;
   std::vector<std::uint32_t> order = detail::cta_order(ctas, order_seed);
   auto shared = std::make_unique<typename Program::shared_storage>();
@@ -92,7 +95,7 @@ void run_looped_grid(const Program& program, std::size_t ctas, std::uint64_t ord
     std::memset(static_cast<void*>(shared.get()), 0xA5, sizeof(typename Program::shared_storage));
     std::vector<host_warp> warps;
     for (int w = 0; w < Program::warps; ++w)
-      warps.emplace_back(w, copies);
+      warps.emplace_back(w, copies, model);
     std::vector<state> states(warps.size());
     const cuda::cta_coord cta{index, static_cast<std::uint32_t>(ctas)};
     for (std::size_t w = 0; w < warps.size(); ++w)

@@ -26,9 +26,12 @@ struct host_runner {
   /// Launches so far.
   std::size_t launches = 0;
 
+  /// The tensor-core arithmetic the MMAs follow (emulation/ptx.hpp).
+  ptx::mma_model mma = ptx::default_mma_model;
+
   template <class Program>
   cuda::status run(const Program& program, std::size_t ctas) {
-    run_grid(program, ctas, order_seed);
+    run_grid(program, ctas, order_seed, mma);
     ctas_run += ctas;
     ++launches;
     return {};
@@ -37,7 +40,7 @@ struct host_runner {
   async_copies copies = async_copies::eager;
   template <class Program>
   cuda::status run_looped(const Program& program, std::size_t ctas) {
-    run_looped_grid(program, ctas, order_seed, copies);
+    run_looped_grid(program, ctas, order_seed, copies, mma);
     ctas_run += ctas;
     ++launches;
     return {};

@@ -5,6 +5,10 @@
 /// on the unsigned integers they take, so every order gives the device's result). Atomics are plain
 /// read-modify-writes: the host driver runs one lane at a time.
 ///
+/// The MMAs follow the tensor-core arithmetic of `model` (emulation/ptx.hpp: by default the
+/// architecture BLOCKSCALE_EMULATION_ARCH names, sm_90 unless defined; `ptx::mma_model::exact` for
+/// the exact sum rounded once).
+///
 /// Asynchronous copies (`copy_async`) take effect at the adversarial ends of what `cp.async`
 /// allows: `async_copies::eager` writes shared memory when the copy is issued (so a stage
 /// overwritten while another warp still reads it shows), `async_copies::deferred` only when a
@@ -40,10 +44,13 @@ public:
     const T& operator[](int lane) const noexcept { return values[lane]; }
   };
 
-  explicit host_warp(int index, async_copies copies = async_copies::eager) noexcept
-      : index_(index), copies_(copies) {}
+  explicit host_warp(int index, async_copies copies = async_copies::eager,
+                     ptx::mma_model model = ptx::default_mma_model) noexcept
+      : index_(index), copies_(copies), model_(model) {}
 
   int index() const noexcept { return index_; }
+  /// The tensor-core arithmetic the MMAs follow.
+  ptx::mma_model model() const noexcept { return model_; }
 
   /// Runs the lane body for lanes 0..31 in order.
   template <class F>
@@ -88,7 +95,7 @@ public:
     static_assert(Atom::kind == cuda::warp::mma_kind::bf16_m16n8k16,
                   "a block-scaled atom takes its scale registers");
     registers<A, D, B> r(a, b, c);
-    ptx::mma_m16n8k16_bf16(r.d, r.a, r.b, r.c);
+    ptx::mma_m16n8k16_bf16(r.d, r.a, r.b, r.c, model_);
     r.store(d);
   }
   template <class Atom, class D, class A, class B>
@@ -101,7 +108,7 @@ public:
                                    ? ptx::scale_kind::ue4m3
                                    : ptx::scale_kind::ue8m0,
                                r.d, r.a, r.b, r.c, sfa.values, Atom::byte_a, Atom::thread_a,
-                               sfb.values, Atom::byte_b, Atom::thread_b);
+                               sfb.values, Atom::byte_b, Atom::thread_b, model_);
     r.store(d);
   }
 
@@ -175,6 +182,7 @@ private:
   };
   int index_;
   async_copies copies_;
+  ptx::mma_model model_;
   mutable std::vector<pending> pending_;
   mutable std::vector<std::size_t> groups_; ///< per open group: pending_.size() at its commit
 };

@@ -8,20 +8,36 @@
 /// `__shfl_sync` / `__shfl_xor_sync` issue them with a full mask. A warp register is an array of
 /// 32 values indexed by lane; lane L is in group g = L / 4 with thread-in-group t = L % 4.
 ///
-/// Exactness contract. The bf16x2 operations are exact: every result is the correctly rounded
+/// Arithmetic contract. The bf16x2 operations are exact: every result is the correctly rounded
 /// (nearest, ties to even) bf16 of the exact product or exact a·b + c, subnormal results kept,
 /// overflow to ±Inf, any NaN result the canonical 0x7FFF. The loads and shuffles only move bits.
-/// The MMAs compute each output as the exact sum of its products and its accumulator, rounded once
-/// to float (nearest even, subnormals kept, overflow to ±Inf). The ISA leaves the order and width
-/// of the hardware's accumulation unspecified, so the hardware equals this emulation whenever that
-/// exact sum is a float (the case tests construct); otherwise it may differ by a few float ulps of
-/// the largest partial sum. NaN and Inf follow IEEE rules: any NaN operand, Inf · 0 or Inf − Inf
-/// gives NaN (canonical 0x7FFFFFFF), else an Inf operand gives that Inf. An exact zero is −0 only
-/// when every addend is −0 (IEEE's rule for sums; the ISA does not document the tensor cores'
-/// zero sign).
+///
+/// The MMAs follow a model of the tensor cores' arithmetic, chosen by `mma_model` (an argument
+/// that defaults to `default_mma_model`, the architecture the emulated kernel is compiled for):
+///
+/// - the hardware models (`sm80`, `sm90`, `sm100`, `sm120`) compute each output as the tensor
+///   cores do according to the fused dot-add model of MMA-Sim (Tang et al., arXiv 2511.10909,
+///   verified against NVIDIA GPUs by differential testing): every product and the accumulator are
+///   aligned to the largest exponent among them, each truncated toward zero to `fraction_bits`
+///   bits below that exponent, summed exactly, and the sum truncated toward zero to float
+///   (subnormals kept, 2^128 and beyond ±Inf, a zero result +0). sm_80 (Ampere, Ada) keeps 24
+///   fraction bits and adds a k16 BF16 MMA in two halves of 8 (the first half's float result is the
+///   second's accumulator); sm_90, sm_100 and sm_120 keep 25 bits in one pass. The block-scaled
+///   E2M1 MMA (sm_120a only: every hardware model selects its arithmetic) sums each 16-element
+///   group exactly, multiplies the group sum by its two scale factors, and aligns the four group
+///   terms and the accumulator with 35 fraction bits. Details with `dot_add_bf16` and
+///   `dot_add_e2m1`; peers/test_mmasim.py checks every model against MMA-Sim's bit for bit.
+/// - `exact` rounds the exact sum of the products and the accumulator once to float (nearest
+///   even, subnormals kept, overflow to ±Inf; −0 only when every addend is −0): the mathematical
+///   result, for proofs. The hardware models equal it when no term has bits below the truncation
+///   point and the sum is a float (integer tiles, say), up to the sign of zero.
+///
+/// NaN and Inf follow IEEE rules in every model: any NaN operand or scale, Inf · 0 or Inf − Inf
+/// gives NaN (canonical 0x7FFFFFFF), else an Inf operand gives that Inf.
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -36,6 +52,33 @@ namespace ptx {
 
 /// Lanes in a warp.
 constexpr int lanes = 32;
+
+/// Whose arithmetic the emulated tensor-core MMAs follow (see the file comment).
+enum class mma_model {
+  exact, ///< the exact sum rounded once to nearest: the mathematical result
+  sm80,  ///< Ampere and Ada (sm_80 … sm_89): 24 fraction bits, a k16 BF16 MMA in two halves
+  sm90,  ///< Hopper (sm_90, sm_90a): 25 fraction bits
+  sm100, ///< Blackwell (sm_100a, sm_103a): 25 fraction bits
+  sm120, ///< Blackwell (sm_120a, sm_121a): 25 fraction bits; the block-scaled E2M1 MMA
+};
+
+/// The model of compute capability `arch` (80 for sm_80, 120 for sm_120a); 80 … 89 share sm_80's
+/// arithmetic. Throws std::invalid_argument below 80, where none of these MMAs exists.
+constexpr mma_model mma_model_of_arch(int arch) {
+  return arch < 80    ? throw std::invalid_argument("emulation::ptx: no MMA model below sm_80")
+         : arch < 90  ? mma_model::sm80
+         : arch < 100 ? mma_model::sm90
+         : arch < 120 ? mma_model::sm100
+                      : mma_model::sm120;
+}
+
+#ifndef BLOCKSCALE_EMULATION_ARCH
+/// The architecture emulated kernels are taken to be compiled for (compute capability × 10):
+/// define it to the target of your device build. Default: 90 (Hopper).
+#define BLOCKSCALE_EMULATION_ARCH 90
+#endif
+/// The model the MMAs follow unless told otherwise: BLOCKSCALE_EMULATION_ARCH's.
+constexpr mma_model default_mma_model = mma_model_of_arch(BLOCKSCALE_EMULATION_ARCH);
 
 /// A position in a tile: `row` and `col` as the instruction names them (m, k for A; n, k for B;
 /// m, n for C and D).
@@ -249,52 +292,7 @@ inline std::uint32_t fma_bf16x2(std::uint32_t a, std::uint32_t b, std::uint32_t 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core MMA
-
-namespace detail {
-
-// D[m][n] = round(C[m][n] + Σ_k A[m][k]·B[n][k]) for value tiles; C is read before D is written
-// so that `c` and `d` may be the same array.
-template <int K>
-void mma_exact(float d[lanes][4], const double (&a)[16][K], const double (&b)[8][K],
-               const float c[lanes][4]) {
-  float out[16][8];
-  for (int lane = 0; lane < lanes; ++lane)
-    for (int r = 0; r < 4; ++r) {
-      const coord mn = accumulator_coord(lane, r);
-      exact_sum sum;
-      sum.add(c[lane][r]);
-      for (int k = 0; k < K; ++k)
-        sum.add(a[mn.row][k] * b[mn.col][k]); // exact products of finite operands
-      out[mn.row][mn.col] = float_result(sum.rounded(24, -149));
-    }
-  for (int lane = 0; lane < lanes; ++lane)
-    for (int r = 0; r < 4; ++r) {
-      const coord mn = accumulator_coord(lane, r);
-      d[lane][r] = out[mn.row][mn.col];
-    }
-}
-
-} // namespace detail
-
-/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: D = A·Bᵀ + C over the fragments mapped
-/// by bf16_a_coord, bf16_b_coord and accumulator_coord. bf16 subnormals are honoured.
-inline void mma_m16n8k16_bf16(float d[lanes][4], const std::uint32_t a[lanes][4],
-                              const std::uint32_t b[lanes][2], const float c[lanes][4]) {
-  double av[16][16], bv[8][16];
-  for (int lane = 0; lane < lanes; ++lane)
-    for (int h = 0; h < 2; ++h) {
-      for (int r = 0; r < 4; ++r) {
-        const coord mk = bf16_a_coord(lane, r, h);
-        av[mk.row][mk.col] = bf16_value(detail::half_of(a[lane][r], h));
-      }
-      for (int r = 0; r < 2; ++r) {
-        const coord nk = bf16_b_coord(lane, r, h);
-        bv[nk.row][nk.col] = bf16_value(detail::half_of(b[lane][r], h));
-      }
-    }
-  detail::mma_exact(d, av, bv, c);
-}
+// Tensor-core arithmetic: one output of an MMA
 
 /// The scale-factor type of the block-scaled MMA.
 enum class scale_kind { ue4m3, ue8m0 };
@@ -320,42 +318,245 @@ inline double scale_value(scale_kind kind, unsigned code) noexcept {
   return exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
 }
 
+namespace detail {
+
+/// The exponent the hardware aligns a nonzero finite `x` by: ⌊log2 |x|⌋, but never below the
+/// subnormal exponent of x's type (subnormals keep it and a significand below 1).
+inline int aligned_exponent(double x, int subnormal_exponent) noexcept {
+  return std::max(std::ilogb(x), subnormal_exponent);
+}
+
+/// The truncating fused sum of the hardware models: terms (an exact value and the exponent it is
+/// aligned by) are added as trunc(value · 2^(F − e_max)) at a common point, e_max the largest
+/// exponent of all terms, and the sum is truncated toward zero to float.
+class truncated_sum {
+public:
+  explicit truncated_sum(int fraction_bits) noexcept : fraction_bits_(fraction_bits) {}
+
+  void add(double value, int exponent) {
+    if (count_ == capacity)
+      throw std::logic_error("emulation::ptx::truncated_sum: more terms than an MMA adds");
+    if (std::isnan(value))
+      nan_ = true;
+    else if (std::isinf(value))
+      (value > 0 ? pos_inf_ : neg_inf_) = true;
+    else {
+      values_[count_] = value;
+      exponents_[count_] = exponent;
+      ++count_;
+    }
+  }
+
+  float result() const noexcept {
+    if (nan_ || (pos_inf_ && neg_inf_))
+      return blockscale::detail::bit_cast<float>(std::uint32_t{0x7FFFFFFFu});
+    if (pos_inf_ || neg_inf_)
+      return pos_inf_ ? std::numeric_limits<float>::infinity()
+                      : -std::numeric_limits<float>::infinity();
+    int e_max = INT_MIN;
+    for (int i = 0; i < count_; ++i)
+      e_max = std::max(e_max, exponents_[i]);
+    // Each term is below 2^(F + 13) at this point (|value| < 2^(exponent + 13) for every term an
+    // MMA adds), so the truncated terms and their sum are exact in 64-bit integers.
+    const int lsb = e_max - fraction_bits_; // the weight of the sum's unit
+    std::int64_t sum = 0;
+    for (int i = 0; i < count_; ++i)
+      sum += static_cast<std::int64_t>(std::trunc(std::ldexp(values_[i], -lsb)));
+    if (sum == 0)
+      return 0.0f; // +0 whatever the signs of the terms
+    std::uint64_t magnitude =
+        sum < 0 ? 0 - static_cast<std::uint64_t>(sum) : static_cast<std::uint64_t>(sum);
+    const int top = lsb + 63 - blockscale::detail::countl_zero(magnitude); // ⌊log2 |sum|⌋
+    float result = std::numeric_limits<float>::infinity();
+    if (top < 128) {
+      const int quantum = std::max(top - 23, -149); // float's ulp at |sum|, subnormals included
+      if (quantum > lsb)                            // toward zero
+        magnitude = quantum - lsb < 64 ? magnitude >> (quantum - lsb) : 0;
+      if (magnitude == 0)
+        return 0.0f; // below float's least subnormal: +0 too
+      result = static_cast<float>(
+          std::ldexp(static_cast<double>(magnitude), std::max(quantum, lsb))); // exact: a float
+    }
+    return sum < 0 ? -result : result;
+  }
+
+private:
+  static constexpr int capacity = 17; // the most one pass adds: 16 products and the accumulator
+  int fraction_bits_;
+  int count_ = 0;
+  double values_[capacity] = {};
+  int exponents_[capacity] = {};
+  bool nan_ = false, pos_inf_ = false, neg_inf_ = false;
+};
+
+inline float float_of(const exact_sum& sum) {
+  return float_result(sum.rounded(24, -149));
+}
+
+} // namespace detail
+
+/// The subnormal exponents of the operand types (the least exponent a term is aligned by).
+constexpr int bf16_subnormal_exponent = -126, float_subnormal_exponent = -126;
+
+/// One output of `mma.sync … m16n8k16 … .f32.bf16.bf16.f32` under `model`: c + Σ_k a[k]·b[k] for
+/// k < 16, from the bf16 values a, b (exact doubles) and the float accumulator c. Hardware
+/// models: the products (exact) and c are the terms, each aligned by its exponent (the sum of the
+/// operands' for a product, bf16 subnormals at −126, c's float exponent); a zero term is aligned
+/// by the model's zero exponent (−132 on sm_80, −133 later), which may exceed the others' and so
+/// truncate them. sm_80 adds k < 8 and then k ≥ 8 with 24 fraction bits, the others all 16 with 25.
+inline float dot_add_bf16(mma_model model, const double a[16], const double b[16], float c) {
+  if (model == mma_model::exact) {
+    detail::exact_sum sum;
+    sum.add(c);
+    for (int k = 0; k < 16; ++k)
+      sum.add(a[k] * b[k]);
+    return detail::float_of(sum);
+  }
+  const bool ampere = model == mma_model::sm80;
+  const int fraction_bits = ampere ? 24 : 25, zero_exponent = ampere ? -132 : -133;
+  const int pass = ampere ? 8 : 16;
+  for (int k0 = 0; k0 < 16; k0 += pass) {
+    detail::truncated_sum sum(fraction_bits);
+    sum.add(c, c == 0.0f ? zero_exponent : detail::aligned_exponent(c, float_subnormal_exponent));
+    for (int k = k0; k < k0 + pass; ++k) {
+      const double product = a[k] * b[k]; // exact; NaN for Inf · 0
+      sum.add(product, product == 0.0
+                           ? zero_exponent
+                           : detail::aligned_exponent(a[k], bf16_subnormal_exponent) +
+                                 detail::aligned_exponent(b[k], bf16_subnormal_exponent));
+    }
+    c = sum.result();
+  }
+  return c;
+}
+
+/// One output of `mma.sync … m16n8k64 … kind::mxf4nvf4.block_scale … .f32.e2m1.e2m1.f32.{ue4m3|
+/// ue8m0}` under `model`: c + Σ_k a[k]·sa[k / 16]·b[k]·sb[k / 16] for k < 64, from the E2M1 values
+/// a, b, the scale-factor values of each 16-element group (a 32-element block repeats its scale)
+/// and the accumulator. Hardware models (all: sm_120a's, the one architecture with the
+/// instruction): group g's products are summed exactly to p_g, and p_g · sa[g] · sb[g] is a term
+/// aligned by the scales' exponents (UE4M3 subnormals at −6, UE8M0 from −127) — by the zero
+/// exponent −139 instead when all 16 products are zero or a scale is zero (a group whose products
+/// cancel keeps its scales' exponent); c is aligned by its own (zero: −139); 35 fraction bits.
+inline float dot_add_e2m1(mma_model model, scale_kind kind, const double a[64], const double b[64],
+                          const double sa[4], const double sb[4], float c) {
+  if (model == mma_model::exact) {
+    detail::exact_sum sum;
+    sum.add(c);
+    for (int k = 0; k < 64; ++k)
+      sum.add(a[k] * sa[k / 16] * (b[k] * sb[k / 16])); // exact: E2M1 × scale products are
+    return detail::float_of(sum);
+  }
+  constexpr int zero_exponent = -139;
+  const int scale_subnormal = kind == scale_kind::ue4m3 ? -6 : -127;
+  detail::truncated_sum sum(35);
+  sum.add(c, c == 0.0f ? zero_exponent : detail::aligned_exponent(c, float_subnormal_exponent));
+  for (int g = 0; g < 4; ++g) {
+    double p = 0.0; // exact: a sum of 16 multiples of 1/4 below 36 in magnitude
+    bool all_zero = true;
+    for (int k = 16 * g; k < 16 * g + 16; ++k) {
+      p += a[k] * b[k];
+      all_zero = all_zero && a[k] * b[k] == 0.0;
+    }
+    const double scale = sa[g] * sb[g]; // exact; NaN for a NaN scale
+    const bool zero = all_zero || scale == 0.0;
+    sum.add(p * scale, zero ? zero_exponent
+                            : detail::aligned_exponent(sa[g], scale_subnormal) +
+                                  detail::aligned_exponent(sb[g], scale_subnormal));
+  }
+  return sum.result();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core MMA
+
+namespace detail {
+
+// D[m][n] = dot(m, n, C[m][n]) over the accumulator fragments; C is read before D is written so
+// that `c` and `d` may be the same array.
+template <class Dot>
+void mma_outputs(float d[lanes][4], const float c[lanes][4], Dot dot) {
+  float out[16][8];
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int r = 0; r < 4; ++r) {
+      const coord mn = accumulator_coord(lane, r);
+      out[mn.row][mn.col] = dot(mn.row, mn.col, c[lane][r]);
+    }
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int r = 0; r < 4; ++r) {
+      const coord mn = accumulator_coord(lane, r);
+      d[lane][r] = out[mn.row][mn.col];
+    }
+}
+
+} // namespace detail
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: D = A·Bᵀ + C over the fragments mapped
+/// by bf16_a_coord, bf16_b_coord and accumulator_coord, each output by dot_add_bf16 under `model`.
+/// bf16 subnormals are honoured.
+inline void mma_m16n8k16_bf16(float d[lanes][4], const std::uint32_t a[lanes][4],
+                              const std::uint32_t b[lanes][2], const float c[lanes][4],
+                              mma_model model = default_mma_model) {
+  double av[16][16], bv[8][16];
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < 4; ++r) {
+        const coord mk = bf16_a_coord(lane, r, h);
+        av[mk.row][mk.col] = bf16_value(detail::half_of(a[lane][r], h));
+      }
+      for (int r = 0; r < 2; ++r) {
+        const coord nk = bf16_b_coord(lane, r, h);
+        bv[nk.row][nk.col] = bf16_value(detail::half_of(b[lane][r], h));
+      }
+    }
+  detail::mma_outputs(
+      d, c, [&](int m, int n, float acc) { return dot_add_bf16(model, av[m], bv[n], acc); });
+}
+
 /// `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::{2X|4X}
 /// .f32.e2m1.e2m1.f32.{ue8m0|ue4m3}`: D = (A∘SA)·(B∘SB)ᵀ + C over the E2M1 fragments of
-/// fp4_a_coord / fp4_b_coord. Row m's scales are the word sfa[scale_a_lane(m, thread_id_a)] and
-/// column n's sfb[scale_b_lane(n, thread_id_b)]; with scale_vec 4 (ue4m3, byte_id 0) byte j
-/// scales k ∈ [16j, 16j + 16), with scale_vec 2 (ue8m0, byte_id 0 or 2) byte byte_id + j scales
-/// k ∈ [32j, 32j + 32). Any other selector combination throws std::invalid_argument.
+/// fp4_a_coord / fp4_b_coord, each output by dot_add_e2m1 under `model`. Row m's scales are the
+/// word sfa[scale_a_lane(m, thread_id_a)] and column n's sfb[scale_b_lane(n, thread_id_b)]; with
+/// scale_vec 4 (ue4m3, byte_id 0) byte j scales k ∈ [16j, 16j + 16), with scale_vec 2 (ue8m0,
+/// byte_id 0 or 2) byte byte_id + j scales k ∈ [32j, 32j + 32). Any other selector combination
+/// throws std::invalid_argument.
 inline void mma_m16n8k64_mxf4nvf4(int scale_vec, scale_kind kind, float d[lanes][4],
                                   const std::uint32_t a[lanes][4], const std::uint32_t b[lanes][2],
                                   const float c[lanes][4], const std::uint32_t sfa[lanes],
                                   int byte_id_a, int thread_id_a, const std::uint32_t sfb[lanes],
-                                  int byte_id_b, int thread_id_b) {
+                                  int byte_id_b, int thread_id_b,
+                                  mma_model model = default_mma_model) {
   const bool four = scale_vec == 4 && kind == scale_kind::ue4m3;
   const bool two = scale_vec == 2 && kind == scale_kind::ue8m0;
   const auto byte_ok = [&](int id) { return four ? id == 0 : (id == 0 || id == 2); };
   if (!(four || two) || !byte_ok(byte_id_a) || !byte_ok(byte_id_b) || thread_id_a < 0 ||
       thread_id_a > 1 || thread_id_b < 0 || thread_id_b > 3)
     throw std::invalid_argument("emulation::ptx::mma_m16n8k64_mxf4nvf4: invalid scale selector");
-  const int block = 64 / scale_vec;
-  const auto scale = [&](std::uint32_t word, int byte_id, int k) {
-    return scale_value(kind, word >> (8 * (byte_id + k / block)));
+  const int groups_per_scale = 4 / scale_vec;
+  // The scales of the four 16-element groups of a row of A (column of B).
+  const auto group_scales = [&](std::uint32_t word, int byte_id, double(&out)[4]) {
+    for (int g = 0; g < 4; ++g)
+      out[g] = scale_value(kind, word >> (8 * (byte_id + g / groups_per_scale)));
   };
-  double av[16][64], bv[8][64];
+  double av[16][64], bv[8][64], sav[16][4], sbv[8][4];
   for (int lane = 0; lane < lanes; ++lane)
     for (int i = 0; i < 8; ++i) {
       for (int r = 0; r < 4; ++r) {
         const coord mk = fp4_a_coord(lane, r, i);
-        av[mk.row][mk.col] = e2m1_value(a[lane][r] >> (4 * i)) *
-                             scale(sfa[scale_a_lane(mk.row, thread_id_a)], byte_id_a, mk.col);
+        av[mk.row][mk.col] = e2m1_value(a[lane][r] >> (4 * i));
       }
       for (int r = 0; r < 2; ++r) {
         const coord nk = fp4_b_coord(lane, r, i);
-        bv[nk.row][nk.col] = e2m1_value(b[lane][r] >> (4 * i)) *
-                             scale(sfb[scale_b_lane(nk.row, thread_id_b)], byte_id_b, nk.col);
+        bv[nk.row][nk.col] = e2m1_value(b[lane][r] >> (4 * i));
       }
     }
-  detail::mma_exact(d, av, bv, c);
+  for (int m = 0; m < 16; ++m)
+    group_scales(sfa[scale_a_lane(m, thread_id_a)], byte_id_a, sav[m]);
+  for (int n = 0; n < 8; ++n)
+    group_scales(sfb[scale_b_lane(n, thread_id_b)], byte_id_b, sbv[n]);
+  detail::mma_outputs(d, c, [&](int m, int n, float acc) {
+    return dot_add_e2m1(model, kind, av[m], bv[n], sav[m], sbv[n], acc);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
