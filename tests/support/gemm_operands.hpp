@@ -55,8 +55,9 @@ std::vector<double> magnitudes(const blockscale::quantized_matrix<F>& q, std::si
 }
 
 /// How far an output of type Out of a GEMM over `k` may be from the reference (the derivation is
-/// at the top of test_cuda_gemm_host.cpp): (k/16 + 2) · 2^-23 · scale · magnitude, the
-/// accumulation's rounding, plus two ulps of Out times `result`, the epilogue's. `magnitude` is
+/// at the top of test_cuda_gemm_host.cpp): (11 · k/16 + 2) · 2^-23 · scale · magnitude, the
+/// tensor cores' truncations on any architecture, plus two ulps of Out times `result`, the
+/// epilogue's. `magnitude` is
 /// Σ_k |a_k · b_k| and `scale` what multiplies it (|alpha|, and the tensor scales where
 /// `magnitude` has none); `result` is |reference| + |beta · C|.
 template <class Out>
@@ -64,5 +65,5 @@ double gemm_error_bound(std::size_t k, double scale, double magnitude, double re
   static_assert(std::is_same<Out, float>::value || std::is_same<Out, blockscale::bfloat16>::value,
                 "outputs are float or bfloat16");
   const double ulp = std::is_same<Out, float>::value ? 0x1p-23 : 0x1p-7;
-  return (static_cast<double>(k) / 16 + 2) * 0x1p-23 * scale * magnitude + 2 * ulp * result;
+  return (11 * static_cast<double>(k) / 16 + 2) * 0x1p-23 * scale * magnitude + 2 * ulp * result;
 }

@@ -8,9 +8,11 @@
 //     NaN scales giving NaN; every scale code's multiplier words are those of the rule in
 //     cuda/warp/dequant.hpp, derived here from the code's value alone; the same for two user
 //     formats (IEEE-style UE5M3 with an Inf code, and a UE4M3 without subnormals);
-//  3. warp_tile::step on operands staged as in shared memory reproduces gemm::reference: bit for
-//     bit where every partial sum is a float, within a stated bound for quantized random data, and
-//     NaN block scales poison exactly their row (column);
+//  3. warp_tile::step on operands staged as in shared memory reproduces gemm::reference bit for
+//     bit where every partial sum is a float; on quantized random data it equals, bit for bit under
+//     each tensor-core model (exact, sm_80, sm_90), the chain of that model's dot-adds over the
+//     path's k-steps in order, and lies within the model's stated bound of the reference; NaN
+//     block scales poison exactly their row (column);
 //  4. the loaders' shared-memory accesses, with the CTA's strides (cuda/kernels/gemm.hpp), are
 //     aligned and free of bank conflicts.
 #include <blockscale/block/tensor_scale.hpp>
@@ -415,7 +417,8 @@ warp::shared_operand stage(const quantized_matrix<F>& q, std::vector<std::uint8_
 /// C = A · Bᵀ by warp_tile on host_warp, with the CTA's epilogue in double:
 /// acc · (2^accumulator_exponent · s_dec_a · s_dec_b). WarpM × WarpN, row-major.
 template <class Path, int WarpM, int WarpN, class FA, class FB>
-std::vector<double> warp_gemm(const quantized_matrix<FA>& a, const quantized_matrix<FB>& b) {
+std::vector<double> warp_gemm(const quantized_matrix<FA>& a, const quantized_matrix<FB>& b,
+                              ptx::mma_model model = ptx::default_mma_model) {
   using tile = warp::warp_tile<Path, WarpM, WarpN, FA, FB>;
   REQUIRE(a.rows() == static_cast<std::size_t>(WarpM));
   REQUIRE(b.rows() == static_cast<std::size_t>(WarpN));
@@ -425,9 +428,10 @@ std::vector<double> warp_gemm(const quantized_matrix<FA>& a, const quantized_mat
   std::vector<std::uint8_t> buffer_a, buffer_b;
   const warp::shared_operand sa = stage(a, buffer_a), sb = stage(b, buffer_b);
   auto acc = std::make_unique<typename tile::template accumulators<host_warp>>();
-  tile::clear(host_warp{0}, *acc);
+  const host_warp warp(0, emulation::async_copies::eager, model);
+  tile::clear(warp, *acc);
   for (int k0 = 0; k0 < k; k0 += tile::k_step)
-    tile::step(host_warp{0}, *acc, sa, sb, k0);
+    tile::step(warp, *acc, sa, sb, k0);
   const double t = static_cast<double>(a.decode_scale()) * static_cast<double>(b.decode_scale()) *
                    std::ldexp(1.0, tile::accumulator_exponent);
   std::vector<double> out(static_cast<std::size_t>(WarpM * WarpN),
@@ -485,43 +489,133 @@ void check_exact(int k, splitmix64& rng) {
   CHECK(m.count == 0);
 }
 
+/// What the tensor cores compute for the warp tile, written without the tile: for each output,
+/// the chain of the path's MMAs over k in order, each output of each MMA one dot-add of `model`
+/// (emulation/ptx.hpp) on the values the MMA sees — the bf16 path's dequantized bf16 values
+/// (element · block scale · 2^-offset, exact), the block-scaled path's E2M1 values and scale
+/// factors — times the epilogue's factor, as warp_gemm applies it.
+template <class Path, int WarpM, int WarpN, class FA, class FB>
+std::vector<double> hardware_gemm(const quantized_matrix<FA>& a, const quantized_matrix<FB>& b,
+                                  ptx::mma_model model) {
+  using tile = warp::warp_tile<Path, WarpM, WarpN, FA, FB>;
+  const int k = static_cast<int>(a.cols());
+  const double t = static_cast<double>(a.decode_scale()) * static_cast<double>(b.decode_scale()) *
+                   std::ldexp(1.0, tile::accumulator_exponent);
+  const auto element = [](const auto& q, int r, int kk) {
+    return static_cast<double>(
+        static_cast<float>(q.element(static_cast<std::size_t>(r), static_cast<std::size_t>(kk))));
+  };
+  const auto scale = [](const auto& q, int r, int kk) {
+    return static_cast<double>(static_cast<float>(
+        q.block_scale(static_cast<std::size_t>(r), static_cast<std::size_t>(kk))));
+  };
+  std::vector<double> out(static_cast<std::size_t>(WarpM * WarpN));
+  for (int row = 0; row < WarpM; ++row)
+    for (int col = 0; col < WarpN; ++col) {
+      float c = 0.0f;
+      if constexpr (tile::block_scaled) {
+        const ptx::scale_kind kind = std::is_same<typename FA::scale_type, ue4m3>::value
+                                         ? ptx::scale_kind::ue4m3
+                                         : ptx::scale_kind::ue8m0;
+        for (int k0 = 0; k0 < k; k0 += 64) {
+          double av[64], bv[64], sa[4], sb[4];
+          for (int i = 0; i < 64; ++i) {
+            av[i] = element(a, row, k0 + i);
+            bv[i] = element(b, col, k0 + i);
+          }
+          for (int g = 0; g < 4; ++g) {
+            sa[g] = scale(a, row, k0 + 16 * g);
+            sb[g] = scale(b, col, k0 + 16 * g);
+          }
+          c = ptx::dot_add_e2m1(model, kind, av, bv, sa, sb, c);
+        }
+      } else {
+        const int offset_a = warp::dequant_scale<typename FA::scale_type>::offset;
+        const int offset_b = warp::dequant_scale<typename FB::scale_type>::offset;
+        // Each k64 window takes four MMAs; lane t of a row group dequantizes the window's
+        // elements 16t … 16t + 15 to eight bf16 pairs, pair j holding elements (b, b + 4) with
+        // b = j for j < 4 and j + 4 after (dequantize8's order), and MMA s takes pairs 2s (at its
+        // k = 2t + h) and 2s + 1 (at k = 8 + 2t + h) of every lane.
+        for (int k0 = 0; k0 < k; k0 += 64)
+          for (int step = 0; step < 4; ++step) {
+            double av[16], bv[16];
+            for (int t4 = 0; t4 < 4; ++t4)
+              for (int h = 0; h < 2; ++h)
+                for (int high = 0; high < 2; ++high) {
+                  const int local = 2 * t4 + h + 8 * high;
+                  const int pair = 2 * step + high;
+                  const int kk = k0 + 16 * t4 + (pair < 4 ? pair : pair + 4) + 4 * h;
+                  av[local] = std::ldexp(element(a, row, kk) * scale(a, row, kk), -offset_a);
+                  bv[local] = std::ldexp(element(b, col, kk) * scale(b, col, kk), -offset_b);
+                }
+            c = ptx::dot_add_bf16(model, av, bv, c);
+          }
+      }
+      out[static_cast<std::size_t>(row * WarpN + col)] = t * static_cast<double>(c);
+    }
+  return out;
+}
+
+/// The bound on |MMA chain − exact| per unit of Σ_k |a_k|·|b_k| and per MMA, under `model`
+/// (normal operands). Each pass of L products and the accumulator aligns them to 2^e_max with
+/// F fraction bits: truncating each of the L + 1 terms loses < 2^(e_max − F), and 2^e_max is at
+/// most the largest term — for a block-scaled group term at most 4 times its products' magnitude
+/// (a nonzero E2M1 product is at least 1/4, and the group is aligned by its scales) — so at most
+/// the running Σ|a_k·b_k| (times 4); the float result's truncation adds < 2^-23 of it. Rounded
+/// once (exact), an MMA loses at most 2^-24.
+double mma_error_factor(ptx::mma_model model, bool block_scaled) {
+  if (model == ptx::mma_model::exact)
+    return 0x1p-24;
+  if (block_scaled) // one pass: 4 group terms and C, F = 35
+    return 5 * 0x1p-33 + 0x1p-23;
+  if (model == ptx::mma_model::sm80) // two passes of 8 products and C, F = 24
+    return 2 * (9 * 0x1p-24 + 0x1p-23);
+  return 17 * 0x1p-25 + 0x1p-23; // one pass of 16 products and C, F = 25
+}
+
 template <class Path, int WarpM, int WarpN, class FA, class FB>
 void check_random(int k, splitmix64& rng) {
   using tile = warp::warp_tile<Path, WarpM, WarpN, FA, FB>;
   INFO("random case, K = " << k);
   const auto a = random_operand<FA>(WarpM, static_cast<std::size_t>(k), rng);
   const auto b = random_operand<FB>(WarpN, static_cast<std::size_t>(k), rng);
-  const std::vector<double> got = warp_gemm<Path, WarpM, WarpN>(a, b);
   const std::vector<float> want = reference_gemm(a, b);
-  // Error bound. The dequantization and every product are exact; the only roundings are each
-  // emulated MMA's, which rounds (its exact sum + the accumulator) once to float: at most
-  // 2^-24 · Σ_k |a_k|·|b_k| (plus higher-order terms) per MMA, and the chain has K/16 (bf16 path)
-  // or K/64 (block-scaled path) MMAs; the reference's final float rounding adds 2^-24 · |C| and
-  // the double epilogue far less. Hence, with n the MMA count,
-  //   |got − ref| ≤ (n + 2) · 2^-23 · Σ_k |a_k|·|b_k|   (decoded values, tensor scales included).
-  const int mma_count = k / (tile::block_scaled ? 64 : 16);
-  mismatches m;
-  double total = 0.0;
-  for (int row = 0; row < WarpM; ++row)
-    for (int col = 0; col < WarpN; ++col) {
-      double sum = 0.0;
-      for (int kk = 0; kk < k; ++kk)
-        sum += magnitude(a, static_cast<std::size_t>(row), static_cast<std::size_t>(kk)) *
-               magnitude(b, static_cast<std::size_t>(col), static_cast<std::size_t>(kk));
-      const double bound = (mma_count + 2) * std::ldexp(sum, -23);
-      const std::size_t at = static_cast<std::size_t>(row * WarpN + col);
-      total += std::fabs(static_cast<double>(want[at]));
-      m.expect(std::isfinite(got[at]) &&
-                   std::fabs(got[at] - static_cast<double>(want[at])) <= bound,
-               [&](std::ostream& o) {
-                 o << "(" << row << ", " << col << "): got " << got[at] << ", reference "
-                   << want[at] << ", bound " << bound;
-               });
-    }
-  INFO(m.first);
-  CHECK(total > 0.0);
-  CHECK(m.checked == WarpM * WarpN);
-  CHECK(m.count == 0);
+  for (const ptx::mma_model model :
+       {ptx::mma_model::exact, ptx::mma_model::sm80, ptx::mma_model::sm90}) {
+    INFO("tensor-core model " << static_cast<int>(model));
+    const std::vector<double> got = warp_gemm<Path, WarpM, WarpN>(a, b, model);
+    const std::vector<double> hardware = hardware_gemm<Path, WarpM, WarpN>(a, b, model);
+    // Error bound. The dequantization and every product are exact; the chain has n = K/16 (bf16
+    // path) or K/64 (block-scaled path) MMAs, each within mma_error_factor · Σ_k |a_k|·|b_k|; the
+    // reference's final float rounding adds 2^-24 · |C| and the double epilogue far less:
+    //   |got − ref| ≤ (n · factor + 2^-23) · Σ_k |a_k|·|b_k|  (decoded values, tensor scales in).
+    const int mma_count = k / (tile::block_scaled ? 64 : 16);
+    const double factor = mma_count * mma_error_factor(model, tile::block_scaled) + 0x1p-23;
+    mismatches m;
+    double total = 0.0;
+    for (int row = 0; row < WarpM; ++row)
+      for (int col = 0; col < WarpN; ++col) {
+        double sum = 0.0;
+        for (int kk = 0; kk < k; ++kk)
+          sum += magnitude(a, static_cast<std::size_t>(row), static_cast<std::size_t>(kk)) *
+                 magnitude(b, static_cast<std::size_t>(col), static_cast<std::size_t>(kk));
+        const double bound = factor * sum;
+        const std::size_t at = static_cast<std::size_t>(row * WarpN + col);
+        total += std::fabs(static_cast<double>(want[at]));
+        m.expect(std::isfinite(got[at]) && got[at] == hardware[at] &&
+                     std::fabs(got[at] - static_cast<double>(want[at])) <= bound,
+                 [&](std::ostream& o) {
+                   o.precision(17);
+                   o << "(" << row << ", " << col << "): got " << got[at] << ", the model's MMA "
+                     << "chain " << hardware[at] << ", reference " << want[at] << ", bound "
+                     << bound;
+                 });
+      }
+    INFO(m.first);
+    CHECK(total > 0.0);
+    CHECK(m.checked == WarpM * WarpN);
+    CHECK(m.count == 0);
+  }
 }
 
 template <class F>
