@@ -9,8 +9,8 @@ emulation, fragments in and out; MMA-Sim recomputes each output from the same ma
 must agree bit for bit (NaN as NaN). The emulation's `exact` model is checked against the same
 peer's exact-once model for the BF16 MMA (MMA-Sim's `e_fdpa` is its exactly rounded reference).
 
-Case counts: BLOCKSCALE_MMA_PEER_CASES per (instruction, architecture, mix), 400 by default (the CI
-share, about a minute); scripts/mma_peers.sh runs the 10,000-case sweep. With
+Case counts: BLOCKSCALE_MMA_PEER_CASES per (instruction, architecture, mix), 1,000 by default
+(the CI share, under a minute); scripts/mma_peers.sh runs the 10,000-case sweep. With
 BLOCKSCALE_PEERS_SUMMARY=path.json the table is added to that file.
 """
 
@@ -36,7 +36,7 @@ INSTRUCTIONS = {
 }
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float16)
 
-CASES = int(os.environ.get("BLOCKSCALE_MMA_PEER_CASES", "400"))
+CASES = int(os.environ.get("BLOCKSCALE_MMA_PEER_CASES", "1000"))
 RESULTS = {}
 
 
