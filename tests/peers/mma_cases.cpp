@@ -136,6 +136,40 @@ void make_cancelling(Element (&a)[16][64], Element (&b)[8][64], int k, splitmix6
   }
 }
 
+// Packs A's and B's codes into the lanes' registers by the fragment maps: `per_register` codes of
+// `bits` bits each; C's values into the accumulator fragments.
+template <class Element, class ACoord, class BCoord>
+void pack(const Element (&a)[16][64], const Element (&b)[8][64], const float (&c)[16][8],
+          int per_register, ACoord a_coord, BCoord b_coord, std::uint32_t (&ar)[32][4],
+          std::uint32_t (&br)[32][2], float (&cr)[32][4]) {
+  const int bits = 32 / per_register;
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < per_register; ++i) {
+      for (int r = 0; r < 4; ++r) {
+        const ptx::coord mk = a_coord(lane, r, i);
+        ar[lane][r] |= std::uint32_t{a[mk.row][mk.col]} << (bits * i);
+      }
+      for (int r = 0; r < 2; ++r) {
+        const ptx::coord nk = b_coord(lane, r, i);
+        br[lane][r] |= std::uint32_t{b[nk.row][nk.col]} << (bits * i);
+      }
+    }
+    for (int r = 0; r < 4; ++r)
+      cr[lane][r] = c[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col];
+  }
+}
+
+// Writes C and the D fragments, gathered into a 16 × 8 matrix, as float bits.
+void write_c_d(case_writer& out, const float (&c)[16][8], const float (&dr)[32][4]) {
+  std::uint32_t d[16][8];
+  for (int lane = 0; lane < 32; ++lane)
+    for (int r = 0; r < 4; ++r)
+      d[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col] =
+          bit_cast<std::uint32_t>(dr[lane][r]);
+  out.write(&c[0][0], 16 * 8);
+  out.write(&d[0][0], 16 * 8);
+}
+
 // Makes every addend of every output −0: A's codes +0, B's −0 and C −0.
 template <class Element>
 void all_negative_zero(Element (&a)[16][64], Element (&b)[8][64], float (&c)[16][8],
@@ -149,6 +183,18 @@ void all_negative_zero(Element (&a)[16][64], Element (&b)[8][64], float (&c)[16]
   for (auto& row : c)
     for (float& x : row)
       x = -0.0f;
+}
+
+// C from the mix; for half the cases of the `zeros` mix, every addend −0 instead.
+template <class Element>
+void fill_accumulators(const std::string& mix, splitmix64& rng, Element (&a)[16][64],
+                       Element (&b)[8][64], float (&c)[16][8], Element plus_zero,
+                       Element minus_zero) {
+  for (auto& row : c)
+    for (float& x : row)
+      x = accumulator(mix, rng);
+  if (mix == "zeros" && rng.next() % 2) // +0 · −0 products, C −0
+    all_negative_zero(a, b, c, plus_zero, minus_zero);
 }
 
 void bf16_cases(const std::string& mix, ptx::mma_model model, int cases, splitmix64& rng,
@@ -166,39 +212,16 @@ void bf16_cases(const std::string& mix, ptx::mma_model model, int cases, splitmi
           a, b, 16, rng, [](std::uint16_t x) { return std::uint16_t(x ^ 0x8000u); },
           [](splitmix64& r) { return bf16(std::ldexp(r.uniform(-1.0, 1.0), -14)); });
     float c[16][8];
-    for (auto& row : c)
-      for (float& x : row)
-        x = accumulator(mix, rng);
-    if (mix == "zeros" && rng.next() % 2) // every addend −0: +0 · −0 products, C −0
-      all_negative_zero(a, b, c, std::uint16_t{0}, std::uint16_t{0x8000});
+    fill_accumulators(mix, rng, a, b, c, std::uint16_t{0}, std::uint16_t{0x8000});
     std::uint32_t ar[32][4] = {}, br[32][2] = {};
     float cr[32][4], dr[32][4];
-    for (int lane = 0; lane < 32; ++lane) {
-      for (int h = 0; h < 2; ++h) {
-        for (int r = 0; r < 4; ++r) {
-          const ptx::coord mk = ptx::bf16_a_coord(lane, r, h);
-          ar[lane][r] |= std::uint32_t{a[mk.row][mk.col]} << (16 * h);
-        }
-        for (int r = 0; r < 2; ++r) {
-          const ptx::coord nk = ptx::bf16_b_coord(lane, r, h);
-          br[lane][r] |= std::uint32_t{b[nk.row][nk.col]} << (16 * h);
-        }
-      }
-      for (int r = 0; r < 4; ++r)
-        cr[lane][r] = c[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col];
-    }
+    pack(a, b, c, 2, ptx::bf16_a_coord, ptx::bf16_b_coord, ar, br, cr);
     ptx::mma_m16n8k16_bf16(dr, ar, br, cr, model);
-    std::uint32_t d[16][8];
-    for (int lane = 0; lane < 32; ++lane)
-      for (int r = 0; r < 4; ++r)
-        d[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col] =
-            bit_cast<std::uint32_t>(dr[lane][r]);
     for (auto& row : a)
       out.write(row, 16);
     for (auto& row : b)
       out.write(row, 16);
-    out.write(&c[0][0], 16 * 8);
-    out.write(&d[0][0], 16 * 8);
+    write_c_d(out, c, dr);
   }
 }
 
@@ -258,28 +281,12 @@ void e2m1_cases(instruction which, const std::string& mix, ptx::mma_model model,
       for (int s = 0; s < scales; ++s)
         row[s] = static_cast<std::uint8_t>(scale_code(which, mix, rng));
     float c[16][8];
-    for (auto& row : c)
-      for (float& x : row)
-        x = accumulator(mix, rng);
-    if (mix == "zeros" && rng.next() % 2) // every addend −0: +0 · −0 products, C −0
-      all_negative_zero(a, b, c, std::uint8_t{0}, std::uint8_t{8});
+    fill_accumulators(mix, rng, a, b, c, std::uint8_t{0}, std::uint8_t{8});
     std::uint32_t ar[32][4] = {}, br[32][2] = {}, sfa[32], sfb[32];
     float cr[32][4], dr[32][4];
-    for (int lane = 0; lane < 32; ++lane) {
-      for (int i = 0; i < 8; ++i) {
-        for (int r = 0; r < 4; ++r) {
-          const ptx::coord mk = ptx::fp4_a_coord(lane, r, i);
-          ar[lane][r] |= std::uint32_t{a[mk.row][mk.col]} << (4 * i);
-        }
-        for (int r = 0; r < 2; ++r) {
-          const ptx::coord nk = ptx::fp4_b_coord(lane, r, i);
-          br[lane][r] |= std::uint32_t{b[nk.row][nk.col]} << (4 * i);
-        }
-      }
-      for (int r = 0; r < 4; ++r)
-        cr[lane][r] = c[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col];
+    pack(a, b, c, 8, ptx::fp4_a_coord, ptx::fp4_b_coord, ar, br, cr);
+    for (int lane = 0; lane < 32; ++lane)
       sfa[lane] = sfb[lane] = rng.next_u32(); // lanes that hold no scales: noise
-    }
     for (int m = 0; m < 16; ++m)
       std::memcpy(&sfa[ptx::scale_a_lane(m, 0)], sa[m], 4);
     for (int n = 0; n < 8; ++n)
@@ -290,19 +297,13 @@ void e2m1_cases(instruction which, const std::string& mix, ptx::mma_model model,
         sfb[lane] = (sfb[lane] & 0xFFFFu) | (rng.next_u32() & 0xFFFF0000u);
       }
     ptx::mma_m16n8k64_mxf4nvf4(four ? 4 : 2, kind, dr, ar, br, cr, sfa, 0, 0, sfb, 0, 0, model);
-    std::uint32_t d[16][8];
-    for (int lane = 0; lane < 32; ++lane)
-      for (int r = 0; r < 4; ++r)
-        d[ptx::accumulator_coord(lane, r).row][ptx::accumulator_coord(lane, r).col] =
-            bit_cast<std::uint32_t>(dr[lane][r]);
     out.write(&a[0][0], 16 * 64);
     out.write(&b[0][0], 8 * 64);
     for (auto& row : sa)
       out.write(row, static_cast<std::size_t>(scales));
     for (auto& row : sb)
       out.write(row, static_cast<std::size_t>(scales));
-    out.write(&c[0][0], 16 * 8);
-    out.write(&d[0][0], 16 * 8);
+    write_c_d(out, c, dr);
   }
 }
 

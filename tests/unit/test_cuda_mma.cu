@@ -31,38 +31,43 @@ namespace {
 constexpr int lanes = 32;
 
 // One warp per tile: lane L's registers of tile t at [t][L][r].
-__global__ void bf16_mma(const std::uint32_t* a, const std::uint32_t* b, const float* c, float* d) {
-  const int lane = static_cast<int>(threadIdx.x), t = static_cast<int>(blockIdx.x);
-  warp::a_fragment fa;
-  warp::b_fragment fb;
-  warp::accumulator_fragment fc, fd;
-  for (int r = 0; r < 4; ++r) {
-    fa.r[r] = a[(t * lanes + lane) * 4 + r];
-    fc.r[r] = c[(t * lanes + lane) * 4 + r];
+struct lane_fragments {
+  warp::a_fragment a;
+  warp::b_fragment b;
+  warp::accumulator_fragment c;
+
+  __device__ lane_fragments(const std::uint32_t* fa, const std::uint32_t* fb, const float* fc,
+                            int t, int lane) {
+    for (int r = 0; r < 4; ++r) {
+      a.r[r] = fa[(t * lanes + lane) * 4 + r];
+      c.r[r] = fc[(t * lanes + lane) * 4 + r];
+    }
+    for (int r = 0; r < 2; ++r)
+      b.r[r] = fb[(t * lanes + lane) * 2 + r];
   }
-  for (int r = 0; r < 2; ++r)
-    fb.r[r] = b[(t * lanes + lane) * 2 + r];
-  warp::mma_bf16_m16n8k16::fma(fd, fa, fb, fc);
+};
+
+__device__ void store(float* d, const warp::accumulator_fragment& fd, int t, int lane) {
   for (int r = 0; r < 4; ++r)
     d[(t * lanes + lane) * 4 + r] = fd.r[r];
+}
+
+__global__ void bf16_mma(const std::uint32_t* a, const std::uint32_t* b, const float* c, float* d) {
+  const int lane = static_cast<int>(threadIdx.x), t = static_cast<int>(blockIdx.x);
+  const lane_fragments f(a, b, c, t, lane);
+  warp::accumulator_fragment fd;
+  warp::mma_bf16_m16n8k16::fma(fd, f.a, f.b, f.c);
+  store(d, fd, t, lane);
 }
 
 template <class Atom>
 __global__ void e2m1_mma(const std::uint32_t* a, const std::uint32_t* b, const float* c,
                          const std::uint32_t* sfa, const std::uint32_t* sfb, float* d) {
   const int lane = static_cast<int>(threadIdx.x), t = static_cast<int>(blockIdx.x);
-  warp::a_fragment fa;
-  warp::b_fragment fb;
-  warp::accumulator_fragment fc, fd;
-  for (int r = 0; r < 4; ++r) {
-    fa.r[r] = a[(t * lanes + lane) * 4 + r];
-    fc.r[r] = c[(t * lanes + lane) * 4 + r];
-  }
-  for (int r = 0; r < 2; ++r)
-    fb.r[r] = b[(t * lanes + lane) * 2 + r];
-  Atom::fma(fd, fa, fb, fc, sfa[t * lanes + lane], sfb[t * lanes + lane]);
-  for (int r = 0; r < 4; ++r)
-    d[(t * lanes + lane) * 4 + r] = fd.r[r];
+  const lane_fragments f(a, b, c, t, lane);
+  warp::accumulator_fragment fd;
+  Atom::fma(fd, f.a, f.b, f.c, sfa[t * lanes + lane], sfb[t * lanes + lane]);
+  store(d, fd, t, lane);
 }
 
 __global__ void has_block_scaled_mma(int* out) {
