@@ -580,12 +580,21 @@ GEMM_COLUMNS = [
 # every run, never silently passed, and any other spill still fails. (arch regex, kernel regex,
 # bytes of stack frame, why.)
 KNOWN_SPILLS = [
-    (r"sm_(80|90)", r"quantize mxfp8 bf16 col down/rne$", 8,
-     "MXFP8 columnwise, common case: at 128 registers ptxas spills up to 12 bytes (a lane holds "
-     "a 32-row block's 32 words and 32 floats); open"),
-    (r"sm_120a", r"quantize mxfp4 bf16 pair down/sr$", 16,
+    (r"sm_(80|90)", r"quantize mxfp8 bf16 col (down|rne|up)/rne$", 8,
+     "MXFP8 columnwise, common case, every scale rounding: at 128 registers ptxas spills up to "
+     "12 bytes (a lane holds a 32-row block's 32 words and 32 floats); open"),
+    (r"sm_120a", r"quantize mxfp4 bf16 pair (down|up)/sr$", 16,
      "MXFP4 pair, stochastic, common case: ptxas keeps it at 128 registers and spills 20 bytes; "
      "open"),
+    # Found when the check moved to the device test's objects (all scale roundings and input
+    # types, 372 kernels per architecture instead of 113): 8-byte frames, two LDL/STL each, in
+    # variants kernels.cu does not instantiate. Open.
+    (r"sm_90", r"quantize (nvfp4|ue5m3_fp4) bf16 pair down/sr$", 8,
+     "NVFP4 / UE5M3-FP4 pair, scales rounded down, stochastic: 8 bytes at 128 registers; open"),
+    (r"sm_90", r"quantize mxfp4 f32 pair rne/sr$", 8,
+     "MXFP4 pair from float, stochastic: 8 bytes at 80 registers; open"),
+    (r"sm_90", r"quantize mxfp8 bf16 row rne/sr$", 8,
+     "MXFP8 rowwise, stochastic: 8 bytes at 80 registers; open"),
 ]
 
 
