@@ -855,10 +855,11 @@ TEST_CASE("mma_m16n8k16_bf16's hardware models truncate as the tensor cores do",
   //   row 3: 3·2^-133 (a bf16 subnormal, aligned as 2^-126) · 2^120 + 3·2^-17 · 2^-16 (k 6, 7): the
   //          subnormal's product is aligned by 2^-6, which drops 3·2^-33; exactly both are kept.
   //   row 4: every addend −0 (A −0, B ≥ +0, C −0): +0 in the hardware, −0 rounded once.
-  //   row 5: +Inf · 1 (k 10) → +Inf; row 6: NaN (k 11) → NaN; row 7: 2^100 · 2^100 (k 12) → +Inf.
+  //   row 5: +Inf · 2^100 (k 10) → +Inf; row 6: NaN · 2^-100 (k 11) → NaN (neither is aligned:
+  //          their exponents would overflow an int); row 7: 2^100 · 2^100 (k 12) → +Inf.
   bf16_tiles t{};
   const std::uint16_t b_of_k[16] = {0x4700, 0x4700, 0x4170, 0x3F80, 0x2680, 0x3F80, 0x7B80, 0x3780,
-                                    0x3F80, 0x0000, 0x3F80, 0x3F80, 0x7180, 0,      0,      0};
+                                    0x3F80, 0x0000, 0x7180, 0x0D80, 0x7180, 0,      0,      0};
   for (int n = 0; n < 8; ++n)
     for (int k = 0; k < 16; ++k)
       t.b[n][k] = b_of_k[k];

@@ -393,6 +393,11 @@ inline float float_of(const exact_sum& sum) {
   return float_result(sum.rounded(24, -149));
 }
 
+/// The exponent the float accumulator `c` is aligned by (an Inf or NaN one is not aligned).
+inline int accumulator_exponent(float c, int zero_exponent) noexcept {
+  return c == 0.0f ? zero_exponent : !std::isfinite(c) ? 0 : aligned_exponent(c, -126); // FP32
+}
+
 } // namespace detail
 
 /// The subnormal exponents of the operand types (the least exponent a term is aligned by).
@@ -417,13 +422,16 @@ inline float dot_add_bf16(mma_model model, const double a[16], const double b[16
   const int pass = ampere ? 8 : 16;
   for (int k0 = 0; k0 < 16; k0 += pass) {
     detail::truncated_sum sum(fraction_bits);
-    sum.add(c, c == 0.0f ? zero_exponent : detail::aligned_exponent(c, float_subnormal_exponent));
+    sum.add(c, detail::accumulator_exponent(c, zero_exponent));
     for (int k = k0; k < k0 + pass; ++k) {
       const double product = a[k] * b[k]; // exact; NaN for Inf · 0
-      sum.add(product, product == 0.0
-                           ? zero_exponent
-                           : detail::aligned_exponent(a[k], bf16_subnormal_exponent) +
-                                 detail::aligned_exponent(b[k], bf16_subnormal_exponent));
+      // A finite nonzero product has finite nonzero operands; an Inf or NaN one is not aligned
+      // (its operands' exponents could overflow an int).
+      int exponent = zero_exponent;
+      if (product != 0.0 && std::isfinite(product))
+        exponent = detail::aligned_exponent(a[k], bf16_subnormal_exponent) +
+                   detail::aligned_exponent(b[k], bf16_subnormal_exponent);
+      sum.add(product, exponent);
     }
     c = sum.result();
   }
@@ -450,7 +458,7 @@ inline float dot_add_e2m1(mma_model model, scale_kind kind, const double a[64], 
   constexpr int zero_exponent = -139;
   const int scale_subnormal = kind == scale_kind::ue4m3 ? -6 : -127;
   detail::truncated_sum sum(35);
-  sum.add(c, c == 0.0f ? zero_exponent : detail::aligned_exponent(c, float_subnormal_exponent));
+  sum.add(c, detail::accumulator_exponent(c, zero_exponent));
   for (int g = 0; g < 4; ++g) {
     double p = 0.0; // exact: a sum of 16 multiples of 1/4 below 36 in magnitude
     bool all_zero = true;
@@ -460,9 +468,11 @@ inline float dot_add_e2m1(mma_model model, scale_kind kind, const double a[64], 
     }
     const double scale = sa[g] * sb[g]; // exact; NaN for a NaN scale
     const bool zero = all_zero || scale == 0.0;
-    sum.add(p * scale, zero ? zero_exponent
-                            : detail::aligned_exponent(sa[g], scale_subnormal) +
-                                  detail::aligned_exponent(sb[g], scale_subnormal));
+    int exponent = zero_exponent;
+    if (!zero && std::isfinite(scale)) // a NaN scale's term is NaN: not aligned
+      exponent = detail::aligned_exponent(sa[g], scale_subnormal) +
+                 detail::aligned_exponent(sb[g], scale_subnormal);
+    sum.add(p * scale, exponent);
   }
   return sum.result();
 }
