@@ -3,10 +3,13 @@
 // the 8-bit formats too.
 #include <blockscale/blockscale.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <vector>
 
 using namespace blockscale;
 
@@ -92,12 +95,9 @@ void print_conversions(const char* name, const float* inputs, int count) {
       std::printf(" %9s", format_value(inputs[i]).c_str());
     std::printf("\n");
   }
-  convert_row<T>("nearest_even", round_nearest_even{}, inputs, count);
-  convert_row<T>("nearest_away", round_nearest_away{}, inputs, count);
-  convert_row<T>("toward_zero", round_toward_zero{}, inputs, count);
-  convert_row<T>("up", round_up{}, inputs, count);
-  convert_row<T>("down", round_down{}, inputs, count);
-  convert_row<T>("to_odd", round_to_odd{}, inputs, count);
+  for (const char* rounding : convert_rounding_names)
+    visit_convert_rounding(rounding,
+                           [&](auto tag) { convert_row<T>(rounding, tag, inputs, count); });
   // Stochastic rounding: the mean of 4096 draws (evenly spaced random bits) approaches x.
   std::printf(markdown ? "| stochastic (mean of 4096) |" : "  %-22s", "stochastic (mean 4096)");
   for (int i = 0; i < count; ++i) {
@@ -129,15 +129,25 @@ int main(int argc, char** argv) {
   else
     std::printf("blockscale %d.%d.%d: formats\n\n", BLOCKSCALE_VERSION_MAJOR,
                 BLOCKSCALE_VERSION_MINOR, BLOCKSCALE_VERSION_PATCH);
-  print_format<e2m1>("e2m1");
-  print_format<e2m3>("e2m3");
-  print_format<e3m2>("e3m2");
-  print_format<e4m3>("e4m3");
-  print_format<e5m2>("e5m2");
-  print_format<ue4m3>("ue4m3");
-  print_format<ue5m3>("ue5m3");
-  print_format<ue5m3_ieee>("ue5m3_ieee");
-  print_format<ue8m0>("ue8m0");
+  // Every scalar format of the registry, signed before unsigned, narrow before wide.
+  struct row {
+    bool is_unsigned;
+    int bits;
+    std::string name;
+    void (*print)(const char*);
+  };
+  std::vector<row> rows;
+  for_each_type(scalar_formats{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using traits = format_traits<typename T::format>;
+    rows.push_back(
+        {!traits::is_signed, traits::total_bits, scalar_format_name<T>(), &print_format<T>});
+  });
+  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) {
+    return std::tie(a.is_unsigned, a.bits, a.name) < std::tie(b.is_unsigned, b.bits, b.name);
+  });
+  for (const row& r : rows)
+    r.print(r.name.c_str());
 
   if (markdown) {
     std::printf("\nE2M1 codes:\n\n| code |");

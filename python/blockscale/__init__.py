@@ -19,14 +19,15 @@ default_rule = _core.default_rule
 from ._gemm import gemm_reference
 from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
 from ._scalar import ROUNDINGS, convert, decode
-from ._tensor import BLOCK_FORMATS, SCALAR_FORMATS, QuantizedTensor, dequantize, scale_offsets
+from ._tensor import (BLOCK_FORMATS, SCALAR_FORMAT_TRAITS, SCALAR_FORMATS, QuantizedTensor,
+                      dequantize, scale_offsets)
 
 # One version for the library and the package: include/blockscale/config.hpp, read by the build
 # (pyproject.toml) and compiled into the extension.
 __version__ = _core.registry()["version"]
 
 __all__ = [
-    "BLOCK_FORMATS", "SCALAR_FORMATS", "ROUNDINGS", "RULES",
+    "BLOCK_FORMATS", "SCALAR_FORMATS", "SCALAR_FORMAT_TRAITS", "ROUNDINGS", "RULES",
     "QuantizedTensor", "QuantizedShape", "ScaleRule",
     "NoTensorScale", "CurrentTensorScale", "PeriodicTensorScale", "DelayedTensorScale",
     "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",

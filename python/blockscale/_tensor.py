@@ -18,11 +18,15 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     _BFLOAT16 = None
 
 # The library's closed lists (contract/registry.hpp): the preset block formats with their parts, and
-# the scalar formats.
+# the scalar formats with their properties.
 _REGISTRY = _core.registry()
 _PARTS = dict(_REGISTRY["block_formats"])
 BLOCK_FORMATS = tuple(_PARTS)
 SCALAR_FORMATS = tuple(_REGISTRY["scalar_formats"])
+# Each scalar format's properties by name: bits, signed, exponent_bits, mantissa_bits, bias,
+# subnormals, specials ("none", "nan_only" or "inf_and_nan") and max (the largest finite value).
+SCALAR_FORMAT_TRAITS = {name: dict(traits)
+                        for name, traits in _REGISTRY["scalar_format_traits"].items()}
 
 
 def _is_torch(x: Any) -> bool:

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -430,6 +431,24 @@ nb::list name_list(const char* const (&names)[N], std::size_t first = 0) {
 nb::dict registry() {
   nb::dict d;
   d["scalar_formats"] = name_list(bs::scalar_format_names);
+  nb::dict scalar_traits;
+  bs::for_each_type(bs::scalar_formats{}, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    using traits = bs::format_traits<typename M::format>;
+    nb::dict t;
+    t["bits"] = traits::total_bits;
+    t["signed"] = traits::is_signed;
+    t["exponent_bits"] = traits::exponent_bits;
+    t["mantissa_bits"] = traits::mantissa_bits;
+    t["bias"] = traits::bias;
+    t["subnormals"] = traits::has_subnormals;
+    t["specials"] = traits::nonfinite == bs::nonfinite_encoding::none       ? "none"
+                    : traits::nonfinite == bs::nonfinite_encoding::nan_only ? "nan_only"
+                                                                            : "inf_and_nan";
+    t["max"] = static_cast<float>(std::numeric_limits<M>::max());
+    scalar_traits[bs::scalar_format_name<M>()] = t;
+  });
+  d["scalar_format_traits"] = scalar_traits;
   d["convert_roundings"] = name_list(bs::convert_rounding_names);
   d["element_roundings"] = name_list(bs::element_rounding_names);
   d["scale_roundings"] = name_list(bs::scale_rounding_names);

@@ -49,7 +49,7 @@ PAIRS = [
     ("e5m2", ml_dtypes.float8_e5m2, "nonfinite"),
     ("ue8m0", ml_dtypes.float8_e8m0fnu, "nonfinite"),
 ]
-BITS = {"e2m1": 4, "e2m3": 6, "e3m2": 6, "e4m3": 8, "e5m2": 8, "ue8m0": 8}
+BITS = {fmt: blockscale.SCALAR_FORMAT_TRAITS[fmt]["bits"] for fmt, _, _ in PAIRS}
 RANDOM_COUNT = 10_000_000
 SEED = 20240611
 
@@ -142,7 +142,7 @@ def difference_classes(fmt: str, x: np.ndarray):
     (name, mask over x, our codes, their codes) with the codes given on the masked inputs."""
     nan = np.isnan(x)
     sign = np.signbit(x)
-    if fmt in ("e2m1", "e2m3", "e3m2"):
+    if blockscale.SCALAR_FORMAT_TRAITS[fmt]["specials"] == "none":
         bits = BITS[fmt]
         sign_bit = np.uint8(1 << (bits - 1))
         max_code = np.uint8(sign_bit - 1)

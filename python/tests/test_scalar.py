@@ -10,11 +10,13 @@ E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 def test_decode_every_code_of_every_format():
     for format in bs.SCALAR_FORMATS:
-        bits = {"e2m1": 4, "e2m3": 6, "e3m2": 6, "ue4m3": 7}.get(format, 8)
-        codes = np.arange(1 << bits, dtype=np.uint8)
+        traits = bs.SCALAR_FORMAT_TRAITS[format]
+        codes = np.arange(1 << traits["bits"], dtype=np.uint8)
         values = bs.decode(codes, format)
+        assert np.nanmax(values[np.isfinite(values)]) == traits["max"], format
         # decoding then converting back gives the code (NaN codes give a NaN code)
-        back = bs.convert(values, format, overflow="nonfinite" if format not in ("e2m1", "e2m3", "e3m2") else "saturate")
+        overflow = "saturate" if traits["specials"] == "none" else "nonfinite"
+        back = bs.convert(values, format, overflow=overflow)
         finite = np.isfinite(values)
         np.testing.assert_array_equal(back[finite], codes[finite], err_msg=format)
         assert np.isnan(bs.decode(back[~finite & np.isnan(values)], format)).all()

@@ -1,8 +1,9 @@
 // The codec's short bodies against the general conversion, exhaustively. Exit 1 on any mismatch.
-//  - codec::scale_code for every scale format and rounding of the presets and their neighbours
-//    (UE4M3, UE5M3, UE5M3 with IEEE specials, UE8M0; nearest-even, up, down) on every float a
-//    block's amax times a positive multiplier can be: all 2^31 patterns of +0 .. +Inf and every
-//    NaN pattern, positive and negative; expected: convert<Scale>(capped(s), rounding).
+//  - codec::scale_code for every scale format of the registry (the unsigned scalar formats: UE4M3,
+//    UE5M3, UE5M3 with IEEE specials, UE8M0) under every scale rounding (nearest-even, up,
+//    down) on every float a block's amax times a positive multiplier can be: all 2^31 patterns
+//    of +0 .. +Inf and every NaN pattern, positive and negative; expected:
+//    convert<Scale>(capped(s), rounding).
 //  - The E2M1 register encoders of block/codec_e2m1.hpp on all 2^32 floats: the nearest-even
 //    magnitude against convert<e2m1>, and the stochastic magnitude with 8 random bits against
 //    convert<e2m1>(y, round_stochastic{r << 24}) for r in {0, 1, 127, 128, 255} and, for each y,
@@ -11,6 +12,7 @@
 // Threads: every core (BLOCKSCALE_THREADS overrides).
 #include <blockscale/block/codec.hpp>
 #include <blockscale/block/codec_e2m1.hpp>
+#include <blockscale/contract/registry.hpp>
 #include <blockscale/numeric/convert.hpp>
 
 #include <atomic>
@@ -147,16 +149,15 @@ int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   bool ok = true;
   if (only.empty() || only == "scale") {
-    ok &= check_scale_codes<ue4m3, round_nearest_even>("ue4m3, nearest-even");
-    ok &= check_scale_codes<ue4m3, round_up>("ue4m3, up");
-    ok &= check_scale_codes<ue4m3, round_down>("ue4m3, down");
-    ok &= check_scale_codes<ue5m3, round_nearest_even>("ue5m3, nearest-even");
-    ok &= check_scale_codes<ue5m3, round_up>("ue5m3, up");
-    ok &= check_scale_codes<ue5m3, round_down>("ue5m3, down");
-    ok &= check_scale_codes<ue5m3_ieee, round_nearest_even>("ue5m3_ieee, nearest-even");
-    ok &= check_scale_codes<ue8m0, round_nearest_even>("ue8m0, nearest-even");
-    ok &= check_scale_codes<ue8m0, round_up>("ue8m0, up");
-    ok &= check_scale_codes<ue8m0, round_down>("ue8m0, down");
+    // Every scale format of the registry under every scale rounding.
+    for_each_scale_format([&](auto tag) {
+      using Scale = typename decltype(tag)::type;
+      for (const char* rounding : scale_rounding_names)
+        visit_convert_rounding(rounding, [&](auto r) {
+          const std::string name = std::string(scalar_format_name<Scale>()) + ", " + rounding;
+          ok &= check_scale_codes<Scale, decltype(r)>(name.c_str());
+        });
+    });
   }
   if (only.empty() || only == "e2m1")
     ok &= check_e2m1();

@@ -7,6 +7,7 @@
 // their bits), keeps the index of the neighbouring format values from one input to the next, and
 // derives every mode's answer for both signs from that one lookup.
 
+#include <blockscale/contract/registry.hpp>
 #include <blockscale/numeric/convert.hpp>
 #include <blockscale/numeric/minifloat.hpp>
 #include <blockscale/numeric/rounding.hpp>
@@ -326,17 +327,15 @@ struct format_entry {
   format_result (*run)(const char*, unsigned);
 };
 
-const format_entry all_formats[] = {
-    {"e2m1", run_format<blockscale::e2m1_format>},
-    {"e4m3", run_format<blockscale::e4m3_format>},
-    {"e5m2", run_format<blockscale::e5m2_format>},
-    {"ue4m3", run_format<blockscale::ue4m3_format>},
-    {"ue5m3", run_format<blockscale::ue5m3_format>},
-    {"ue5m3_ieee", run_format<blockscale::ue5m3_ieee_format>},
-    {"ue8m0", run_format<blockscale::ue8m0_format>},
-    {"e2m3", run_format<blockscale::e2m3_format>},
-    {"e3m2", run_format<blockscale::e3m2_format>},
-};
+// Every scalar format of the registry (contract/registry.hpp), in its order.
+std::vector<format_entry> registry_formats() {
+  std::vector<format_entry> out;
+  blockscale::for_each_type(blockscale::scalar_formats{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    out.push_back({blockscale::scalar_format_name<T>(), run_format<typename T::format>});
+  });
+  return out;
+}
 
 } // namespace
 
@@ -347,6 +346,7 @@ int main(int argc, char** argv) {
   if (threads == 0)
     threads = 1;
 
+  const std::vector<format_entry> all_formats = registry_formats();
   std::vector<const format_entry*> selected;
   for (int i = 1; i < argc; ++i) {
     const format_entry* found = nullptr;

@@ -69,14 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::memcpy(&random_bits, data + 4, 4);
   float x = 0.0f;
   std::memcpy(&x, &x_bits, 4);
-  check<e2m1>(x, random_bits);
-  check<e4m3>(x, random_bits);
-  check<e5m2>(x, random_bits);
-  check<ue4m3>(x, random_bits);
-  check<ue5m3>(x, random_bits);
-  check<ue5m3_ieee>(x, random_bits);
-  check<ue8m0>(x, random_bits);
-  check<e2m3>(x, random_bits);
-  check<e3m2>(x, random_bits);
+  for_each_type(scalar_formats{},
+                [&](auto tag) { check<typename decltype(tag)::type>(x, random_bits); });
   return 0;
 }

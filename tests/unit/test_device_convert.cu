@@ -151,21 +151,12 @@ void compare_scales() {
 } // namespace
 
 TEST_CASE("device convert equals host convert for every format, mode and overflow", "[cuda]") {
-  compare_with_host<e2m1, saturate_finite>();
-  compare_with_host<e2m3, saturate_finite>();
-  compare_with_host<e3m2, saturate_finite>();
-  compare_with_host<e4m3, saturate_finite>();
-  compare_with_host<e4m3, to_nonfinite>();
-  compare_with_host<e5m2, saturate_finite>();
-  compare_with_host<e5m2, to_nonfinite>();
-  compare_with_host<ue4m3, saturate_finite>();
-  compare_with_host<ue4m3, to_nonfinite>();
-  compare_with_host<ue5m3, saturate_finite>();
-  compare_with_host<ue5m3, to_nonfinite>();
-  compare_with_host<ue5m3_ieee, saturate_finite>();
-  compare_with_host<ue5m3_ieee, to_nonfinite>();
-  compare_with_host<ue8m0, saturate_finite>();
-  compare_with_host<ue8m0, to_nonfinite>();
+  for_each_type(scalar_formats{}, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    compare_with_host<T, saturate_finite>();
+    if constexpr (format_traits<typename T::format>::nonfinite != nonfinite_encoding::none)
+      compare_with_host<T, to_nonfinite>();
+  });
 }
 
 TEST_CASE("device block scales and factors equal the host's", "[cuda]") {

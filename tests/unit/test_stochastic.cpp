@@ -23,8 +23,8 @@ void neighbours(float x, float& low, float& high) {
 
 } // namespace
 
-TEMPLATE_TEST_CASE("stochastic rounding is exact on representable values", "[stochastic]", e2m1,
-                   e4m3, e5m2, ue4m3, ue5m3, ue8m0, e2m3, e3m2) {
+TEMPLATE_LIST_TEST_CASE("stochastic rounding is exact on representable values", "[stochastic]",
+                        scalar_formats) {
   splitmix64 rng{42};
   for (unsigned code = 0; code < format_traits<typename TestType::format>::code_count; ++code) {
     const auto value = TestType::from_bits(static_cast<std::uint8_t>(code));
@@ -37,8 +37,8 @@ TEMPLATE_TEST_CASE("stochastic rounding is exact on representable values", "[sto
   }
 }
 
-TEMPLATE_TEST_CASE("stochastic results are one of the two neighbours", "[stochastic]", e2m1, e4m3,
-                   ue5m3, ue8m0) {
+TEMPLATE_LIST_TEST_CASE("stochastic results are one of the two neighbours", "[stochastic]",
+                        scalar_formats) {
   splitmix64 rng{7};
   const double max = static_cast<double>(std::numeric_limits<TestType>::max());
   for (int i = 0; i < 200000; ++i) {

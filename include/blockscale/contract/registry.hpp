@@ -149,6 +149,16 @@ constexpr const char* scalar_format_name() noexcept {
   return scalar_format_names[index];
 }
 
+/// Calls f(type_tag<S>{}) for each scalar format S a block scale can take (the unsigned ones,
+/// `block_format`'s requirement), in the order of `scalar_formats`.
+template <class F>
+void for_each_scale_format(F&& f) {
+  for_each_type(scalar_formats{}, [&](auto tag) {
+    if constexpr (!format_traits<typename decltype(tag)::type::format>::is_signed)
+      f(tag);
+  });
+}
+
 /// Calls f(type_tag<M>{}) for the scalar format named `name`; std::invalid_argument naming the
 /// choices for any other name.
 template <class F>
