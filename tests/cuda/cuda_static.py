@@ -155,12 +155,37 @@ def strip_ns(name):
     return name.split("::")[-1] if "::" in name else name
 
 
-FORMATS = {
-    ("e2m1", "16", "ue4m3"): "nvfp4",
-    ("e2m1", "32", "ue8m0"): "mxfp4",
-    ("e2m1", "16", "ue5m3"): "ue5m3_fp4",
-    ("e4m3", "32", "ue8m0"): "mxfp8",
-}
+# ---- names the library declares ----------------------------------------------------------------
+# The preset block formats (block/block_format.hpp) and the GEMM shapes (cuda/gemm.hpp) are read
+# from their declarations, so that a kernel is named as the library names its template arguments
+# and a new preset or shape needs no edit here.
+INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "include",
+                       "blockscale")
+
+
+def read_declarations(header, pattern, what):
+    """The matches of `pattern` in include/blockscale/<header>, in order; an error when none."""
+    with open(os.path.join(INCLUDE, header), encoding="utf-8") as f:
+        found = re.findall(pattern, f.read())
+    if not found:
+        raise SystemExit(f"cuda_static.py: no {what} declared in include/blockscale/{header}")
+    return found
+
+
+# (element, block size, scale) -> preset name, e.g. ("e2m1", "16", "ue4m3") -> "nvfp4".
+FORMATS = {(element, size, scale): name for name, element, size, scale in read_declarations(
+    "block/block_format.hpp", r"using (\w+) = block_format<(\w+), (\d+), (\w+)>;",
+    "preset block formats")}
+# The block size of each preset, by name.
+BLOCK_SIZES = {name: int(size) for (_, size, _), name in FORMATS.items()}
+# (path, BM, BN, WM, WN, stages) -> shape name without "gemm_", in the order declared.
+GEMM_SHAPES = {(path, int(bm), int(bn), int(wm), int(wn), int(stages)): name
+               for name, path, bm, bn, wm, wn, stages in read_declarations(
+                   "cuda/gemm.hpp",
+                   r"using gemm_(\w+) = gemm_shape<warp::(\w+), (\d+), (\d+), (\d+), (\d+), "
+                   r"(\d+)>;", "GEMM shapes")}
+GEMM_ORDER = {name: i for i, name in enumerate(GEMM_SHAPES.values())}
+
 TYPES = {"float": "f32", "half_storage<bfloat16_layout>": "bf16",
          "half_storage<float16_layout>": "f16"}
 ROUNDINGS = {"round_nearest_even": "rne", "round_up": "up", "round_down": "down",
@@ -246,15 +271,6 @@ def short_name(demangled):
     if kind == "dequantize_program" and len(args) == 2:
         return f"dequantize {short_format(args[0])} -> {short_type(args[1])}"
     return render(program)
-
-
-# The shapes of cuda/gemm.hpp, by their template arguments.
-GEMM_SHAPES = {
-    ("bf16_path", 16, 64, 16, 16, 4): "small_m",
-    ("bf16_staged_path", 128, 128, 64, 32, 3): "large_m",
-    ("bf16_path", 128, 128, 64, 32, 3): "large_m_in_register",
-    ("block_scaled_path", 128, 128, 64, 32, 3): "block_scaled",
-}
 
 
 def gemm_geometry(demangled):
@@ -1142,8 +1158,7 @@ def trip_rules_for(short):
     if kernel_kind(short) != "quantize":
         return []
     parts = short.split()
-    blocks = {"nvfp4": 16, "ue5m3_fp4": 16, "mxfp4": 32, "mxfp8": 32}
-    b = blocks.get(parts[1], 16)
+    b = BLOCK_SIZES.get(parts[1], 16)
     size = 4 if parts[2] == "f32" else 2
     tile_cols = 512 // size
     direction = parts[3]
@@ -2138,9 +2153,6 @@ GEMM_BREAKDOWN = ["gemm nvfp4 x nvfp4 -> f32 small_m", "gemm nvfp4 x nvfp4 -> f3
                   "gemm nvfp4 x nvfp4 -> f32 large_m_in_register",
                   "gemm mxfp4 x mxfp4 -> f32 large_m_in_register",
                   "gemm nvfp4 x nvfp4 -> f32 block_scaled"]
-
-
-GEMM_ORDER = {"small_m": 0, "large_m": 1, "large_m_in_register": 2, "block_scaled": 3}
 
 
 def report_gemm_summary(archs, kernels, geometry, shorts, usage, analyses, ptxas):
