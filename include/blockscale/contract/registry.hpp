@@ -6,8 +6,10 @@
 /// turn a name into a type, the Python bindings (`blockscale._core.registry()`), the error
 /// messages that list the choices, and the tests' type lists. Host code (it throws).
 ///
-/// Adding a scalar format: its descriptor (numeric/format.hpp), its `minifloat` alias, and one
-/// entry in `scalar_formats` and `scalar_format_names` below.
+/// Adding a scalar format: its descriptor (numeric/format.hpp), its `minifloat` alias, one entry
+/// in `scalar_formats` and `scalar_format_names` below, and docs/formats.md regenerated
+/// (`blockscale_example_format_tables --markdown`); the tests, the exhaustive sweeps and the
+/// Python package take it from here.
 #pragma once
 
 #include <cstddef>
