@@ -7,7 +7,8 @@ sm_120; the block-scaled m16n8k64 kind::mxf4nvf4 with UE4M3 and UE8M0 scales on 
 input mix, $BLOCKSCALE_MMA_CASES (tests/peers/mma_cases.cpp) writes random cases run through the
 emulation, fragments in and out; MMA-Sim recomputes each output from the same matrices and the two
 must agree bit for bit (NaN as NaN). The emulation's `exact` model is checked against the same
-peer's exact-once model for the BF16 MMA (MMA-Sim's `e_fdpa` is its exactly rounded reference).
+peer's exact-once model for the BF16 MMA (MMA-Sim's `e_fdpa` is its exactly rounded reference),
+and the sm90 model against MMA-Sim's Hopper warpgroup MMA (wgmma BF16), whose dot-add it is too.
 
 Case counts: BLOCKSCALE_MMA_PEER_CASES per (instruction, architecture, mix), 1,000 by default
 (the CI share, under a minute); scripts/mma_peers.sh runs the 10,000-case sweep. With
@@ -152,6 +153,28 @@ def test_bf16_mma_equals_mmasim(model, mix):
     peer = _peer_outputs("bf16", ARCHITECTURES[model], r)
     bad = _mismatches(r["d"], peer)
     _record("bf16", model, mix, r["d"].size, bad)
+    assert bad == 0, _first_difference(r, r["d"], peer)
+
+
+@pytest.mark.parametrize("mix", MIXES)
+def test_sm90_model_equals_mmasim_wgmma(mix):
+    # Hopper's warpgroup MMA (wgmma m64nNk16 .f32.bf16.bf16, HGMMA) computes each output with the
+    # same dot-add as mma.sync on Hopper in MMA-Sim's model: the sm90 model is the arithmetic an
+    # HGMMA emulation uses. Each output depends on its row of A, its column of B and its C only,
+    # so the m16n8k16 cases serve (N does not enter: m64n8k16 stands for every N).
+    seed = 301 + MIXES.index(mix)
+    r = _read(_generate("bf16", "sm90", mix, CASES, seed), "bf16", CASES)
+    n_cases = r.shape[0]
+    a = torch.from_numpy(r["a"].astype(np.int16)).view(torch.bfloat16)
+    b = torch.from_numpy(r["b"].astype(np.int16)).view(torch.bfloat16)
+    c = torch.from_numpy(r["c"].copy()).view(torch.float32)
+    av = a[:, :, None, :].expand(-1, -1, 8, -1).reshape(n_cases * 128, 16)
+    bv = b[:, None, :, :].expand(-1, 16, -1, -1).reshape(n_cases * 128, 16)
+    op = mmasim_ptx.WGMMA("Hopper", "m64n8k16.f32.bf16.bf16")
+    d = op.dpa(av, bv, c.reshape(-1))
+    peer = d.reshape(n_cases, 16, 8).view(torch.int32).numpy().view(np.uint32)
+    bad = _mismatches(r["d"], peer)
+    _record("wgmma bf16 (HGMMA)", "sm90", mix, r["d"].size, bad)
     assert bad == 0, _first_difference(r, r["d"], peer)
 
 
