@@ -106,18 +106,24 @@ def _peer_outputs(instruction, arch, r):
     return d.reshape(n_cases, 16, 8).view(torch.int32).numpy().view(np.uint32)
 
 
-def _exact_outputs(r):
-    """MMA-Sim's exactly rounded BF16 dot-add (e_fdpa), the peer of the `exact` model."""
-    from mmasim.arithmetic import fdpa
-
+def _bf16_dpa(r, dpa):
+    """A peer's D for every BF16 case, from its dot-add `dpa(a rows, b rows, c)` applied to each
+    output's row of A, column of B and C: [cases, 16, 8] float32 bits."""
     n_cases = r.shape[0]
     a = torch.from_numpy(r["a"].astype(np.int16)).view(torch.bfloat16)
     b = torch.from_numpy(r["b"].astype(np.int16)).view(torch.bfloat16)
     c = torch.from_numpy(r["c"].copy()).view(torch.float32)
     av = a[:, :, None, :].expand(-1, -1, 8, -1).reshape(n_cases * 128, 16)
     bv = b[:, None, :, :].expand(-1, 16, -1, -1).reshape(n_cases * 128, 16)
-    d = fdpa.MMA_E_FDPA(L_max=16).dpa(av, bv, c.reshape(-1))
+    d = dpa(av, bv, c.reshape(-1))
     return d.reshape(n_cases, 16, 8).view(torch.int32).numpy().view(np.uint32)
+
+
+def _exact_outputs(r):
+    """MMA-Sim's exactly rounded BF16 dot-add (e_fdpa), the peer of the `exact` model."""
+    from mmasim.arithmetic import fdpa
+
+    return _bf16_dpa(r, fdpa.MMA_E_FDPA(L_max=16).dpa)
 
 
 def _mismatches(ours, peer):
@@ -164,15 +170,7 @@ def test_sm90_model_equals_mmasim_wgmma(mix):
     # so the m16n8k16 cases serve (N does not enter: m64n8k16 stands for every N).
     seed = 301 + MIXES.index(mix)
     r = _read(_generate("bf16", "sm90", mix, CASES, seed), "bf16", CASES)
-    n_cases = r.shape[0]
-    a = torch.from_numpy(r["a"].astype(np.int16)).view(torch.bfloat16)
-    b = torch.from_numpy(r["b"].astype(np.int16)).view(torch.bfloat16)
-    c = torch.from_numpy(r["c"].copy()).view(torch.float32)
-    av = a[:, :, None, :].expand(-1, -1, 8, -1).reshape(n_cases * 128, 16)
-    bv = b[:, None, :, :].expand(-1, 16, -1, -1).reshape(n_cases * 128, 16)
-    op = mmasim_ptx.WGMMA("Hopper", "m64n8k16.f32.bf16.bf16")
-    d = op.dpa(av, bv, c.reshape(-1))
-    peer = d.reshape(n_cases, 16, 8).view(torch.int32).numpy().view(np.uint32)
+    peer = _bf16_dpa(r, mmasim_ptx.WGMMA("Hopper", "m64n8k16.f32.bf16.bf16").dpa)
     bad = _mismatches(r["d"], peer)
     _record("wgmma bf16 (HGMMA)", "sm90", mix, r["d"].size, bad)
     assert bad == 0, _first_difference(r, r["d"], peer)
