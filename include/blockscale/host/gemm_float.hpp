@@ -54,8 +54,8 @@ inline void float_tn(matrix_view<const float> a, matrix_view<const float> b, mat
       }
     }
   };
-  detail::run_parallel(nullptr, threads, m,
-                       [&](unsigned, std::size_t begin, std::size_t end) { rows(begin, end); });
+  blockscale::detail::run_parallel(
+      nullptr, threads, m, [&](unsigned, std::size_t begin, std::size_t end) { rows(begin, end); });
 }
 
 } // namespace gemm

@@ -224,22 +224,36 @@ constexpr int lsb_exponent() noexcept {
   return (traits::has_subnormals ? 1 : 0) - traits::bias - traits::mantissa_bits;
 }
 
-/// Whether a segment sum Σ e_a · e_b times S_a · S_b is exact in double for these formats (see
-/// the file comment, step 2).
+/// What the choice between segment sums and products (file comment, step 2) needs of a block
+/// format: its block size, its largest element, the exponent of its elements' least significant
+/// bit, and its scale's mantissa bits.
+struct operand_facts {
+  std::size_t block_size = 0;
+  double element_max = 0.0;
+  int element_lsb_exponent = 0;
+  int scale_mantissa_bits = 0;
+};
+
+template <class Format>
+constexpr operand_facts facts_of() noexcept {
+  return {Format::block_size, static_cast<double>(Format::element_max()),
+          lsb_exponent<typename Format::element_type>(),
+          format_traits<typename Format::scale_type::format>::mantissa_bits};
+}
+
+/// Whether a segment sum Σ e_a · e_b times S_a · S_b is exact in double for operands of these
+/// facts (see the file comment, step 2).
+constexpr bool segment_sum_is_exact(const operand_facts& a, const operand_facts& b) noexcept {
+  const int scale_bits = a.scale_mantissa_bits + b.scale_mantissa_bits + 2;
+  const std::size_t segment = a.block_size < b.block_size ? a.block_size : b.block_size;
+  // The largest segment sum, in units of its least significant bit.
+  const double units = static_cast<double>(segment) * a.element_max * b.element_max /
+                       power_of_two(a.element_lsb_exponent + b.element_lsb_exponent);
+  return units <= power_of_two(53 - scale_bits);
+}
 template <class FormatA, class FormatB>
 constexpr bool segment_sum_is_exact() noexcept {
-  using element_a = typename FormatA::element_type;
-  using element_b = typename FormatB::element_type;
-  constexpr int scale_bits = format_traits<typename FormatA::scale_type::format>::mantissa_bits +
-                             format_traits<typename FormatB::scale_type::format>::mantissa_bits + 2;
-  constexpr int segment =
-      FormatA::block_size < FormatB::block_size ? FormatA::block_size : FormatB::block_size;
-  // The largest segment sum, in units of its least significant bit.
-  constexpr double units = static_cast<double>(segment) *
-                           static_cast<double>(FormatA::element_max()) *
-                           static_cast<double>(FormatB::element_max()) /
-                           power_of_two(lsb_exponent<element_a>() + lsb_exponent<element_b>());
-  return units <= power_of_two(53 - scale_bits);
+  return segment_sum_is_exact(facts_of<FormatA>(), facts_of<FormatB>());
 }
 
 /// One operand decoded for the reference: `values` is rows × length (element values, or decoded
@@ -395,6 +409,64 @@ inline void check_shapes(std::size_t a_rows, std::size_t a_cols, std::size_t b_r
                                 shape(a_rows, a_cols) + ", b is " + shape(b_rows, b_cols) + ")");
 }
 
+/// A quantized operand as the GEMM sees it before decoding, whatever its block format.
+struct operand_summary {
+  std::size_t rows = 0, cols = 0, padded_cols = 0;
+  bool hadamard = false;
+  std::uint16_t hadamard_signs = 0;
+  operand_facts facts;
+};
+
+template <class Format, class Byte>
+operand_summary summary_of(basic_quantized_view<Format, Byte> q) noexcept {
+  return {q.rows(),     q.cols(),           q.padded_cols(),
+          q.hadamard(), q.hadamard_signs(), facts_of<Format>()};
+}
+
+/// The GEMM on two quantized operands of any formats: decode_a(length, apply_scales) and decode_b
+/// decode them (detail::decode on their views). The typed reference() below runs this, and so
+/// does host/format_ops.hpp's run-time dispatch: one routine whatever knows the formats.
+template <class DecodeA, class DecodeB>
+void reference_pair(const operand_summary& a, DecodeA&& decode_a, const operand_summary& b,
+                    DecodeB&& decode_b, matrix_view<float> c, float alpha, float beta,
+                    unsigned threads) {
+  check_shapes(a.rows, a.cols, b.rows, b.cols, c);
+  if (a.hadamard != b.hadamard || a.hadamard_signs != b.hadamard_signs)
+    throw std::invalid_argument("gemm::reference: a and b disagree on the Hadamard transform "
+                                "(applied: " +
+                                std::to_string(a.hadamard) + " and " + std::to_string(b.hadamard) +
+                                "), so it would not cancel");
+  const std::size_t length = std::min(a.padded_cols, b.padded_cols);
+  const bool segments = segment_sum_is_exact(a.facts, b.facts);
+  const decoded_operand x = decode_a(length, !segments);
+  const decoded_operand y = decode_b(length, !segments);
+  if (segments)
+    gemm_segments(x, y, length, c, alpha, beta, threads);
+  else
+    gemm_products(x, y, length, c, alpha, beta, threads);
+}
+
+/// The GEMM with one quantized operand (decoded by `decode`) and one float operand: the quantized
+/// one is a when `quantized_first`, else b. The sum runs over k < K (the padding takes no part).
+template <class Decode>
+void reference_with_float(const operand_summary& q, Decode&& decode, matrix_view<const float> f,
+                          bool quantized_first, matrix_view<float> c, float alpha, float beta,
+                          unsigned threads) {
+  if (quantized_first) {
+    check_shapes(q.rows, q.cols, f.rows(), f.cols(), c);
+    gemm_products(decode(q.padded_cols, true), detail::decode(f), q.cols, c, alpha, beta, threads);
+  } else {
+    check_shapes(f.rows(), f.cols(), q.rows, q.cols, c);
+    gemm_products(detail::decode(f), decode(q.padded_cols, true), q.cols, c, alpha, beta, threads);
+  }
+}
+
+/// The decoder of a typed view, for the two routines above.
+template <class Format, class Byte>
+auto decoder_of(basic_quantized_view<Format, Byte> q) noexcept {
+  return [q](std::size_t length, bool apply_scales) { return decode(q, length, apply_scales); };
+}
+
 } // namespace detail
 
 /// C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C, exactly summed (file comment): a is M × K and
@@ -406,20 +478,8 @@ inline void check_shapes(std::size_t a_rows, std::size_t a_cols, std::size_t b_r
 template <class FormatA, class ByteA, class FormatB, class ByteB>
 void reference(basic_quantized_view<FormatA, ByteA> a, basic_quantized_view<FormatB, ByteB> b,
                matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
-  detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
-  if (a.hadamard() != b.hadamard() || a.hadamard_signs() != b.hadamard_signs())
-    throw std::invalid_argument("gemm::reference: a and b disagree on the Hadamard transform "
-                                "(applied: " +
-                                std::to_string(a.hadamard()) + " and " +
-                                std::to_string(b.hadamard()) + "), so it would not cancel");
-  const std::size_t length = std::min(a.padded_cols(), b.padded_cols());
-  constexpr bool segments = detail::segment_sum_is_exact<FormatA, FormatB>();
-  const detail::decoded_operand x = detail::decode(a, length, !segments);
-  const detail::decoded_operand y = detail::decode(b, length, !segments);
-  if (segments)
-    detail::gemm_segments(x, y, length, c, alpha, beta, threads);
-  else
-    detail::gemm_products(x, y, length, c, alpha, beta, threads);
+  detail::reference_pair(detail::summary_of(a), detail::decoder_of(a), detail::summary_of(b),
+                         detail::decoder_of(b), c, alpha, beta, threads);
 }
 
 /// C = alpha · A · Bᵀ + beta · C with a quantized a (M × K) and a float b (N × K, row-major
@@ -427,9 +487,8 @@ void reference(basic_quantized_view<FormatA, ByteA> a, basic_quantized_view<Form
 template <class FormatA, class ByteA>
 void reference(basic_quantized_view<FormatA, ByteA> a, matrix_view<const float> b,
                matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
-  detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
-  const detail::decoded_operand x = detail::decode(a, a.padded_cols(), true);
-  detail::gemm_products(x, detail::decode(b), a.cols(), c, alpha, beta, threads);
+  detail::reference_with_float(detail::summary_of(a), detail::decoder_of(a), b, true, c, alpha,
+                               beta, threads);
 }
 
 /// C = alpha · A · Bᵀ + beta · C with a float a (M × K, row-major view) and a quantized b
@@ -437,9 +496,8 @@ void reference(basic_quantized_view<FormatA, ByteA> a, matrix_view<const float> 
 template <class FormatB, class ByteB>
 void reference(matrix_view<const float> a, basic_quantized_view<FormatB, ByteB> b,
                matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
-  detail::check_shapes(a.rows(), a.cols(), b.rows(), b.cols(), c);
-  const detail::decoded_operand y = detail::decode(b, b.padded_cols(), true);
-  detail::gemm_products(detail::decode(a), y, b.cols(), c, alpha, beta, threads);
+  detail::reference_with_float(detail::summary_of(b), detail::decoder_of(b), a, false, c, alpha,
+                               beta, threads);
 }
 
 /// The same on owning matrices.
