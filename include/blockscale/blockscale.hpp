@@ -29,6 +29,7 @@
 #include "contract/quantize_options.hpp"
 #include "contract/registry.hpp"
 #include "host/dequantize.hpp"
+#include "host/format_ops.hpp"
 #include "host/gemm_float.hpp"
 #include "host/gemm_reference.hpp"
 #include "host/hadamard_rows.hpp"

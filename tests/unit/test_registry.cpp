@@ -1,6 +1,7 @@
 // The closed lists of contract/registry.hpp: names and types agree, every visitor reaches every
 // entry, unknown names are refused naming the choices; the headroom check of the tensor-scale
-// policies; and a scale format outside the presets (UE6M2) through the host quantizers.
+// policies; a scale format outside the presets (UE6M2) through the host quantizers; and the block
+// formats' tables of operations (host/format_ops.hpp) against the typed calls.
 #include <blockscale/blockscale.hpp>
 
 #include <cmath>
@@ -13,7 +14,11 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "float_bits.hpp"
+#include "quantized_bytes.hpp"
+#include "same_stats.hpp"
 #include "splitmix64.hpp"
+#include "ue6m2.hpp"
 
 using namespace blockscale;
 
@@ -28,18 +33,6 @@ std::string error_of(F&& f) {
   }
   return "(no error)";
 }
-
-/// Unsigned E6M2 (bias 31, NaN 0xFF only): a scale format no list of the library names.
-struct ue6m2_format {
-  static constexpr int exponent_bits = 6;
-  static constexpr int mantissa_bits = 2;
-  static constexpr int bias = 31;
-  static constexpr bool is_signed = false;
-  static constexpr bool has_subnormals = true;
-  static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
-};
-using ue6m2 = minifloat<ue6m2_format>;
-using ue6m2_fp4 = block_format<e2m1, 16, ue6m2>;
 
 } // namespace
 
@@ -206,4 +199,159 @@ TEST_CASE("a scale format outside the presets: UE6M2 through the host quantizers
         }
       CHECK(worst <= (stochastic ? 2.0 : 1.0) * 1.125 / 6.0);
     }
+}
+
+namespace {
+
+/// The bytes of an erased quantization through `ops`, with the storage its layout asks for.
+struct erased_result {
+  std::vector<std::uint8_t> elements, scales;
+  float decode_scale = 0.0f;
+  quantize_stats stats;
+};
+
+erased_result quantize_through(const block_format_ops& ops, const std::vector<float>& x,
+                               std::size_t rows, std::size_t cols, const quantize_options& options,
+                               any_policy policy = {}) {
+  const quantized_shape shape = quantized_shape_for(rows, cols, options);
+  const quantized_layout layout = ops.layout(shape);
+  erased_result r;
+  r.elements.assign(layout.storage.element_bytes, 0xAA);
+  r.scales.assign(layout.storage.scale_bytes, 0xAA);
+  const any_const_matrix in{x.data(), element_type::float32, rows, cols, cols};
+  r.stats = ops.quantize_into(in,
+                              {shape, r.elements.data(), r.elements.size(), r.scales.data(),
+                               r.scales.size(), &r.decode_scale},
+                              options, policy);
+  return r;
+}
+
+/// Every operation of `ops` against the typed call on block format F, bit for bit.
+template <class F>
+void check_table(const block_format_ops& ops, std::uint64_t seed) {
+  INFO(ops.name);
+  CHECK(ops.block_size == F::block_size);
+  CHECK(ops.element_bits == F::element_bits);
+  CHECK(std::string(ops.element_format) == scalar_format_label<typename F::element_type>());
+  CHECK(std::string(ops.scale_format) == scalar_format_label<typename F::scale_type>());
+  const std::size_t rows = 6, cols = 72; // a partial last block for every block size
+  std::vector<float> x(rows * cols);
+  splitmix64 rng{seed};
+  for (float& v : x)
+    v = static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(rng.next() % 12) - 6));
+  const matrix_view<const float> view(x.data(), rows, cols, cols);
+
+  for (bool columnwise : {false, true}) {
+    INFO("columnwise " << columnwise);
+    quantize_options options;
+    options.columnwise = columnwise;
+    options.layout = columnwise ? scale_layout::tensor_core : scale_layout::row_major;
+    const quantized_matrix<F> typed = quantize<F>(view, options);
+    const erased_result erased = quantize_through(ops, x, rows, cols, options);
+    CHECK(erased.elements == element_bytes(typed));
+    CHECK(erased.scales == scale_bytes(typed));
+    CHECK(erased.decode_scale == typed.decode_scale());
+    check_same_stats(erased.stats, typed.stats());
+    CHECK(float_bits(ops.measure_amax({x.data(), element_type::float32, rows, cols, cols},
+                                      options)) == float_bits(measure_amax<F>(view, options)));
+
+    // Dequantized into each output type, padded or not.
+    const any_const_quantized q{typed.shape(),          erased.elements.data(),
+                                erased.elements.size(), erased.scales.data(),
+                                erased.scales.size(),   &erased.decode_scale};
+    for (bool padded : {false, true}) {
+      const std::size_t out_cols = padded ? typed.padded_cols() : typed.cols();
+      std::vector<bfloat16> want(typed.rows() * out_cols), got(want.size());
+      const matrix_view<bfloat16> want_view(want.data(), typed.rows(), out_cols, out_cols);
+      if (padded)
+        dequantize_padded(typed, want_view);
+      else
+        dequantize(typed, want_view);
+      ops.dequantize(q, {got.data(), element_type::bfloat16, typed.rows(), out_cols, out_cols},
+                     padded, 2);
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(bfloat16)) == 0);
+    }
+  }
+
+  // Under a policy made through the table: the same numerator, bytes and state.
+  current_tensor_scale typed_policy = current_tensor_scale::make<F>(3);
+  current_tensor_scale erased_policy = ops.make_current(3, "headroom");
+  CHECK(erased_policy.numerator == typed_policy.numerator);
+  const quantized_matrix<F> typed = quantize<F>(view, typed_policy);
+  const erased_result erased =
+      quantize_through(ops, x, rows, cols, {}, {any_policy::kind::current, &erased_policy});
+  CHECK(erased.elements == element_bytes(typed));
+  CHECK(erased.decode_scale == typed.decode_scale());
+  CHECK(erased_policy.encode_scale() == typed_policy.encode_scale());
+  CHECK(erased_policy.calls == typed_policy.calls);
+  CHECK(ops.make_periodic(5, 1, "headroom").numerator ==
+        periodic_tensor_scale::make<F>(5, 1).numerator);
+  CHECK(ops.make_delayed(7, 2, "margin").history == delayed_tensor_scale::make<F>(7, 2).history);
+  CHECK(error_of([&] { ops.make_current(max_headroom_binades<F>() + 1, "headroom"); }) ==
+        error_of([&] { check_headroom_binades<F>(max_headroom_binades<F>() + 1, "headroom"); }));
+  CHECK(ops.default_rule().target == default_scale_rule<F>().target);
+  CHECK(ops.rule_named("rceil").target == scale_rule_named<F>("rceil").target);
+
+  // The reference GEMM through two tables (this one and NVFP4's) and with a float operand.
+  const quantized_matrix<nvfp4> other = quantize<nvfp4>(view);
+  const block_format_ops& nv = preset_format_ops().tables[0];
+  const any_const_quantized a{typed.shape(),        erased.elements.data(), erased.elements.size(),
+                              erased.scales.data(), erased.scales.size(),   &erased.decode_scale};
+  const float other_decode = other.decode_scale();
+  const any_const_quantized b{
+      other.shape(),      other.element_data(),        other.storage().element_bytes,
+      other.scale_data(), other.storage().scale_bytes, &other_decode};
+  std::vector<float> want(rows * rows), got(rows * rows);
+  const matrix_view<float> want_view(want.data(), rows, rows, rows),
+      got_view(got.data(), rows, rows, rows);
+  gemm::reference(typed, other, want_view);
+  gemm_reference(ops, a, nv, b, got_view);
+  CHECK(want == got);
+  gemm::reference(view, typed, want_view);
+  gemm_reference(ops, a, view, false, got_view);
+  CHECK(want == got);
+
+  // A buffer too small is refused before anything is written.
+  quantize_options options;
+  const quantized_shape shape = quantized_shape_for(rows, cols, options);
+  std::vector<std::uint8_t> small(ops.layout(shape).storage.element_bytes - 1), scales(4096);
+  float decode = 0.0f;
+  CHECK(error_of([&] {
+          ops.quantize_into(
+              {x.data(), element_type::float32, rows, cols, cols},
+              {shape, small.data(), small.size(), scales.data(), scales.size(), &decode}, options,
+              {});
+        }).find("elements holds") != std::string::npos);
+}
+
+} // namespace
+
+TEST_CASE("format tables: a call through a block format's table computes the typed call's bits",
+          "[unit][registry]") {
+  const block_format_ops_list& presets = preset_format_ops();
+  REQUIRE(presets.count == detail::count_of(preset_formats{}));
+  std::size_t i = 0;
+  for_each_type(preset_formats{}, [&](auto tag) {
+    const block_format_ops& ops = presets.tables[i];
+    CHECK(std::string(ops.name) == preset_names[i + 1]);
+    check_table<typename decltype(tag)::type>(ops, 100 + i);
+    ++i;
+  });
+  // A format no list names: its scale's label is made from its traits.
+  const block_format_ops ue6m2_ops = make_block_format_ops<ue6m2_fp4>("ue6m2_fp4");
+  CHECK(std::string(ue6m2_ops.scale_format) == "ue6m2");
+  check_table<ue6m2_fp4>(ue6m2_ops, 200);
+}
+
+TEST_CASE("format tables: lists from other headers are refused", "[unit][registry]") {
+  const block_format_ops tables[] = {make_block_format_ops<ue6m2_fp4>("ue6m2_fp4")};
+  block_format_ops_list list = make_block_format_ops_list(tables);
+  check_block_format_ops_list(list); // these headers: accepted
+  list.abi += 1;
+  CHECK(error_of([&] { check_block_format_ops_list(list); }).find("rebuild the module") !=
+        std::string::npos);
+  list = make_block_format_ops_list(tables);
+  list.table_size -= 8;
+  CHECK(error_of([&] { check_block_format_ops_list(list); }).find("table size") !=
+        std::string::npos);
 }

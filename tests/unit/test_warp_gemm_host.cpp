@@ -44,6 +44,7 @@
 #include "bank_conflicts.hpp"
 #include "catch.hpp"
 #include "splitmix64.hpp"
+#include "ue6m2.hpp"
 
 using namespace blockscale;
 namespace warp = blockscale::cuda::warp;
@@ -254,20 +255,6 @@ struct ue4m3_without_subnormals_format {
   static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
 };
 using ue4m3_without_subnormals = minifloat<ue4m3_without_subnormals_format>;
-
-/// A scale format outside the presets and the registry: unsigned E6M2 (bias 31, NaN 0xFF only),
-/// 2^-32 .. 1.5 · 2^32, wider than any preset's but UE8M0's. Nothing in the library names it: the
-/// descriptor is all it takes, on the host, in the warp dequantizer and in the warp GEMM.
-struct ue6m2_format {
-  static constexpr int exponent_bits = 6;
-  static constexpr int mantissa_bits = 2;
-  static constexpr int bias = 31;
-  static constexpr bool is_signed = false;
-  static constexpr bool has_subnormals = true;
-  static constexpr nonfinite_encoding nonfinite = nonfinite_encoding::nan_only;
-};
-using ue6m2 = minifloat<ue6m2_format>;
-using ue6m2_fp4 = block_format<e2m1, 16, ue6m2>;
 
 template <class Scale>
 void check_dequant_exhaustive(int expected_offset, int expected_multiplies, int expected_nans,

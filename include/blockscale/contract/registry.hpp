@@ -151,6 +151,20 @@ constexpr const char* scalar_format_name() noexcept {
   return scalar_format_names[index];
 }
 
+/// The name of any scalar format: its name in the list, or for a format outside it one made from
+/// its traits in the list's style ("ue6m2": unsigned, 6 exponent and 2 mantissa bits).
+template <class Minifloat>
+std::string scalar_format_label() {
+  constexpr int index = detail::index_in<Minifloat, scalar_formats>::value;
+  if constexpr (index < static_cast<int>(detail::count_of(scalar_format_names))) {
+    return scalar_format_names[index];
+  } else {
+    using traits = format_traits<typename Minifloat::format>;
+    return std::string(traits::is_signed ? "e" : "ue") + std::to_string(traits::exponent_bits) +
+           "m" + std::to_string(traits::mantissa_bits);
+  }
+}
+
 /// Calls f(type_tag<S>{}) for each scalar format S a block scale can take (the unsigned ones,
 /// `block_format`'s requirement), in the order of `scalar_formats`.
 template <class F>

@@ -1,0 +1,326 @@
+/// \file host/format_ops.hpp
+/// A block format's host operations behind plain function pointers: run-time dispatch over block
+/// formats that the dispatching code was not compiled with. `make_block_format_ops<F>(name)` fills
+/// one table from the templates a typed call reaches (make_quantize_params, measure_amax,
+/// quantize_into with or without a tensor-scale policy, dequantize, the policies' make, the scale
+/// rules, the reference GEMM's decoder), so a call through the table computes the bits the typed
+/// call computes. `gemm_reference` multiplies two operands whose tables may come from different
+/// places: the pair routine is the typed reference's own (host/gemm_reference.hpp).
+///
+/// The Python bindings keep one table per block-format name: the presets' (`preset_format_ops`),
+/// and those a separately compiled extension module hands over as a `block_format_ops_list`
+/// (docs/python.md, "Block formats outside the presets"). Such a crossing between two builds is
+/// guarded by `block_format_ops_list::abi` and the table's size: tables made from another version
+/// of these headers are refused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "../block/block_format.hpp"
+#include "../block/matrix_view.hpp"
+#include "../block/quantized_shape.hpp"
+#include "../block/quantized_view.hpp"
+#include "../block/scale_rule.hpp"
+#include "../block/tensor_scale.hpp"
+#include "../config.hpp"
+#include "../contract/quantize_options.hpp"
+#include "../contract/registry.hpp"
+#include "../numeric/half.hpp"
+#include "dequantize.hpp"
+#include "gemm_reference.hpp"
+#include "quantize.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+
+/// The element types a matrix crossing the table may hold, and their names.
+enum class element_type : std::uint8_t { float32, float16, bfloat16 };
+inline constexpr const char* element_type_names[] = {"float32", "float16", "bfloat16"};
+
+/// A matrix of any element type: rows × cols, unit column stride, row stride ld (elements).
+/// `Void` is `const void` for an input, `void` for an output.
+template <class Void>
+struct basic_any_matrix {
+  Void* data = nullptr;
+  element_type type = element_type::float32;
+  std::size_t rows = 0, cols = 0, ld = 0;
+};
+using any_matrix = basic_any_matrix<void>;
+using any_const_matrix = basic_any_matrix<const void>;
+
+/// A quantized matrix's storage: its shape, the element and scale bytes with their sizes, and the
+/// decode scale. `Byte` is `const std::uint8_t` for an input, `std::uint8_t` for an output.
+template <class Byte>
+struct basic_any_quantized {
+  using decode_scale_type = std::conditional_t<std::is_const<Byte>::value, const float, float>;
+  quantized_shape shape;
+  Byte* elements = nullptr;
+  std::size_t element_bytes = 0;
+  Byte* scales = nullptr;
+  std::size_t scale_bytes = 0;
+  decode_scale_type* decode_scale = nullptr;
+};
+using any_quantized = basic_any_quantized<std::uint8_t>;
+using any_const_quantized = basic_any_quantized<const std::uint8_t>;
+
+/// A tensor-scale policy of block/tensor_scale.hpp, or none (`policy` null).
+struct any_policy {
+  enum class kind : std::uint8_t { none, no_tensor_scale, current, periodic, delayed };
+  kind type = kind::none;
+  void* policy = nullptr;
+};
+
+/// What a quantized matrix of a shape occupies (storage_for and the view's geometry).
+struct quantized_layout {
+  quantized_storage storage;
+  std::size_t row_bytes = 0, padded_cols = 0, blocks_per_row = 0;
+};
+
+/// One block format's operations. Every function throws std::invalid_argument naming the argument
+/// on bad input, as the typed call does.
+struct block_format_ops {
+  const char* name;           ///< the name callers use ("nvfp4", "ue6m2_fp4", ...)
+  const char* element_format; ///< scalar_format_label of the element and scale types
+  const char* scale_format;
+  std::size_t block_size;
+  int element_bits;
+  gemm::detail::operand_facts facts; ///< what the reference GEMM's choice of sums needs
+
+  quantized_layout (*layout)(const quantized_shape& shape);
+  /// make_quantize_params<F>: the argument checks of a quantization of a rows × cols matrix.
+  void (*check_options)(std::size_t rows, std::size_t cols, const quantize_options& options);
+  scale_rule (*default_rule)();
+  scale_rule (*rule_named)(std::string_view name);
+  /// The policies' make<F>, after check_headroom_binades<F>(binades, binades_name).
+  current_tensor_scale (*make_current)(int headroom, const char* binades_name);
+  periodic_tensor_scale (*make_periodic)(std::uint32_t interval, int headroom,
+                                         const char* binades_name);
+  delayed_tensor_scale (*make_delayed)(std::uint32_t history, int margin, const char* binades_name);
+  float (*measure_amax)(const any_const_matrix& x, const quantize_options& options);
+  quantize_stats (*quantize_into)(const any_const_matrix& x, const any_quantized& out,
+                                  const quantize_options& options, any_policy policy);
+  void (*dequantize)(const any_const_quantized& q, const any_matrix& out, bool padded,
+                     unsigned threads);
+  gemm::detail::operand_summary (*summary)(const any_const_quantized& q);
+  gemm::detail::decoded_operand (*decode)(const any_const_quantized& q, std::size_t length,
+                                          bool apply_scales);
+};
+
+/// A list of tables as one module hands it to another, with what guards the crossing.
+struct block_format_ops_list {
+  std::uint32_t abi;      ///< block_format_ops_abi of the headers that made the tables
+  std::size_t table_size; ///< sizeof(block_format_ops) there
+  std::size_t count;
+  const block_format_ops* tables;
+};
+
+/// The headers' version as one number: tables cross only between builds of the same version.
+inline constexpr std::uint32_t block_format_ops_abi = BLOCKSCALE_VERSION_MAJOR * 1000000u +
+                                                      BLOCKSCALE_VERSION_MINOR * 1000u +
+                                                      BLOCKSCALE_VERSION_PATCH;
+
+template <std::size_t N>
+constexpr block_format_ops_list make_block_format_ops_list(const block_format_ops (&tables)[N]) {
+  return {block_format_ops_abi, sizeof(block_format_ops), N, tables};
+}
+
+/// Throws std::invalid_argument unless `list` was made by these headers' version.
+inline void check_block_format_ops_list(const block_format_ops_list& list) {
+  if (list.abi != block_format_ops_abi || list.table_size != sizeof(block_format_ops))
+    throw std::invalid_argument(
+        "block format tables: made by blockscale " + std::to_string(list.abi / 1000000u) + "." +
+        std::to_string(list.abi / 1000u % 1000u) + "." + std::to_string(list.abi % 1000u) +
+        " (table size " + std::to_string(list.table_size) + "), these headers are " +
+        std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." + std::to_string(BLOCKSCALE_VERSION_MINOR) +
+        "." + std::to_string(BLOCKSCALE_VERSION_PATCH) + " (" +
+        std::to_string(sizeof(block_format_ops)) + "): rebuild the module against them");
+}
+
+namespace detail {
+
+/// Calls f(type_tag<T>{}) with T the element type of `type`, const when Void is.
+template <class Void, class F>
+decltype(auto) visit_element_type(element_type type, F&& f) {
+  constexpr bool in = std::is_const<Void>::value;
+  switch (type) {
+  case element_type::float32:
+    return f(type_tag<std::conditional_t<in, const float, float>>{});
+  case element_type::float16:
+    return f(type_tag<std::conditional_t<in, const float16, float16>>{});
+  case element_type::bfloat16:
+    return f(type_tag<std::conditional_t<in, const bfloat16, bfloat16>>{});
+  }
+  throw std::invalid_argument("element type " + std::to_string(static_cast<int>(type)) +
+                              " is not float32, float16 or bfloat16");
+}
+
+/// Calls f(matrix_view<T>) for an erased matrix.
+template <class Void, class F>
+decltype(auto) with_matrix(const basic_any_matrix<Void>& m, F&& f) {
+  return visit_element_type<Void>(m.type, [&](auto tag) -> decltype(auto) {
+    using T = typename decltype(tag)::type;
+    return f(matrix_view<T>(static_cast<T*>(m.data), m.rows, m.cols, m.ld));
+  });
+}
+
+/// The checked view of erased storage.
+template <class Format, class Byte>
+basic_quantized_view<Format, Byte> view_of(const basic_any_quantized<Byte>& q) {
+  return basic_quantized_view<Format, Byte>::make(q.shape, q.elements, q.element_bytes, q.scales,
+                                                  q.scale_bytes, q.decode_scale);
+}
+
+template <class Format>
+struct format_ops_impl {
+  static quantized_layout layout(const quantized_shape& shape) {
+    const auto view = const_quantized_view<Format>::unchecked(shape, nullptr, nullptr, nullptr);
+    return {storage_for<Format>(shape), view.row_bytes(), view.padded_cols(),
+            view.blocks_per_row()};
+  }
+  static void check_options(std::size_t rows, std::size_t cols, const quantize_options& options) {
+    (void)make_quantize_params<Format>(rows, cols, options);
+  }
+  static scale_rule default_rule() { return default_scale_rule<Format>(); }
+  static scale_rule rule_named(std::string_view name) { return scale_rule_named<Format>(name); }
+  static current_tensor_scale make_current(int headroom, const char* name) {
+    check_headroom_binades<Format>(headroom, name);
+    return current_tensor_scale::make<Format>(headroom);
+  }
+  static periodic_tensor_scale make_periodic(std::uint32_t interval, int headroom,
+                                             const char* name) {
+    check_headroom_binades<Format>(headroom, name);
+    return periodic_tensor_scale::make<Format>(interval, headroom);
+  }
+  static delayed_tensor_scale make_delayed(std::uint32_t history, int margin, const char* name) {
+    check_headroom_binades<Format>(margin, name);
+    return delayed_tensor_scale::make<Format>(history, margin);
+  }
+  static float measure_amax(const any_const_matrix& x, const quantize_options& options) {
+    return with_matrix(x, [&](auto in) { return blockscale::measure_amax<Format>(in, options); });
+  }
+  static quantize_stats quantize_into(const any_const_matrix& x, const any_quantized& out,
+                                      const quantize_options& options, any_policy policy) {
+    const auto view = view_of<Format>(out);
+    return with_matrix(x, [&](auto in) {
+      using kind = any_policy::kind;
+      if (policy.policy == nullptr || policy.type == kind::none)
+        return blockscale::quantize_into(in, view, options);
+      switch (policy.type) {
+      case kind::no_tensor_scale:
+        return blockscale::quantize_into(in, view, *static_cast<no_tensor_scale*>(policy.policy),
+                                         options);
+      case kind::current:
+        return blockscale::quantize_into(
+            in, view, *static_cast<current_tensor_scale*>(policy.policy), options);
+      case kind::periodic:
+        return blockscale::quantize_into(
+            in, view, *static_cast<periodic_tensor_scale*>(policy.policy), options);
+      case kind::delayed:
+        return blockscale::quantize_into(
+            in, view, *static_cast<delayed_tensor_scale*>(policy.policy), options);
+      default:
+        throw std::invalid_argument("policy: unknown kind " +
+                                    std::to_string(static_cast<int>(policy.type)));
+      }
+    });
+  }
+  static void dequantize(const any_const_quantized& q, const any_matrix& out, bool padded,
+                         unsigned threads) {
+    const auto view = view_of<Format>(q);
+    with_matrix(out, [&](auto o) {
+      if (padded)
+        blockscale::dequantize_padded(view, o, threads);
+      else
+        blockscale::dequantize(view, o, threads);
+    });
+  }
+  static gemm::detail::operand_summary summary(const any_const_quantized& q) {
+    return gemm::detail::summary_of(view_of<Format>(q));
+  }
+  static gemm::detail::decoded_operand decode(const any_const_quantized& q, std::size_t length,
+                                              bool apply_scales) {
+    return gemm::detail::decode(view_of<Format>(q), length, apply_scales);
+  }
+};
+
+/// The part names, made once per format.
+template <class Minifloat>
+const char* scalar_label_storage() {
+  static const std::string label = scalar_format_label<Minifloat>();
+  return label.c_str();
+}
+
+} // namespace detail
+
+/// The table of block format F, named `name` (a string that outlives the table).
+template <class Format>
+block_format_ops make_block_format_ops(const char* name) {
+  using impl = detail::format_ops_impl<Format>;
+  return {name,
+          detail::scalar_label_storage<typename Format::element_type>(),
+          detail::scalar_label_storage<typename Format::scale_type>(),
+          Format::block_size,
+          Format::element_bits,
+          gemm::detail::facts_of<Format>(),
+          &impl::layout,
+          &impl::check_options,
+          &impl::default_rule,
+          &impl::rule_named,
+          &impl::make_current,
+          &impl::make_periodic,
+          &impl::make_delayed,
+          &impl::measure_amax,
+          &impl::quantize_into,
+          &impl::dequantize,
+          &impl::summary,
+          &impl::decode};
+}
+
+/// The presets' tables, in the order of `preset_formats` (their names from `preset_names`).
+inline const block_format_ops_list& preset_format_ops() {
+  static const auto tables = [] {
+    struct holder {
+      block_format_ops ops[detail::count_of(preset_formats{})];
+    } h{};
+    std::size_t i = 0;
+    for_each_type(preset_formats{}, [&](auto tag) {
+      h.ops[i] = make_block_format_ops<typename decltype(tag)::type>(preset_names[i + 1]);
+      ++i;
+    });
+    return h;
+  }();
+  static const block_format_ops_list list = make_block_format_ops_list(tables.ops);
+  return list;
+}
+
+/// The reference GEMM (host/gemm_reference.hpp) on two quantized operands, each with its table:
+/// the typed reference's pair routine, whatever compiled the tables.
+inline void gemm_reference(const block_format_ops& format_a, const any_const_quantized& a,
+                           const block_format_ops& format_b, const any_const_quantized& b,
+                           matrix_view<float> c, float alpha = 1.0f, float beta = 0.0f,
+                           unsigned threads = 1) {
+  const auto decoder = [](const block_format_ops& ops, const any_const_quantized& q) {
+    return [&ops, &q](std::size_t length, bool apply_scales) {
+      return ops.decode(q, length, apply_scales);
+    };
+  };
+  gemm::detail::reference_pair(format_a.summary(a), decoder(format_a, a), format_b.summary(b),
+                               decoder(format_b, b), c, alpha, beta, threads);
+}
+
+/// The same with one float operand: the quantized one is a when `quantized_first`, else b.
+inline void gemm_reference(const block_format_ops& format, const any_const_quantized& q,
+                           matrix_view<const float> f, bool quantized_first, matrix_view<float> c,
+                           float alpha = 1.0f, float beta = 0.0f, unsigned threads = 1) {
+  gemm::detail::reference_with_float(
+      format.summary(q),
+      [&](std::size_t length, bool apply_scales) { return format.decode(q, length, apply_scales); },
+      f, quantized_first, c, alpha, beta, threads);
+}
+
+} // namespace v0
+} // namespace blockscale
