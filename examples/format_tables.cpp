@@ -45,9 +45,7 @@ void print_format(const char* name) {
   const float min_normal = static_cast<float>(limits::min());
   const float smallest = static_cast<float>(limits::denorm_min());
   const double binades = std::log2(static_cast<double>(max) / static_cast<double>(smallest));
-  const char* specials = traits::nonfinite == nonfinite_encoding::none       ? "none"
-                         : traits::nonfinite == nonfinite_encoding::nan_only ? "NaN only"
-                                                                             : "Inf and NaN";
+  const char* specials = to_string(traits::nonfinite);
   if (markdown) {
     std::printf("| `%s` | %d | %s | %d | %d | %d | %s | %s | %s | %s | %s | %.1f |\n", name,
                 traits::total_bits, traits::is_signed ? "yes" : "no", traits::exponent_bits,

@@ -20,7 +20,7 @@ from ._gemm import gemm_reference
 from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
 from ._scalar import ROUNDINGS, convert, decode
 from ._tensor import (BLOCK_FORMATS, SCALAR_FORMAT_TRAITS, SCALAR_FORMATS, QuantizedTensor,
-                      dequantize, scale_offsets)
+                      block_formats, dequantize, register_block_formats, scale_offsets)
 
 # One version for the library and the package: include/blockscale/config.hpp, read by the build
 # (pyproject.toml) and compiled into the extension.
@@ -32,5 +32,5 @@ __all__ = [
     "NoTensorScale", "CurrentTensorScale", "PeriodicTensorScale", "DelayedTensorScale",
     "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",
     "scale_rule", "default_rule", "convert", "decode", "gemm_reference", "scale_offsets",
-    "conventions", "simd",
+    "block_formats", "register_block_formats", "conventions", "simd",
 ]

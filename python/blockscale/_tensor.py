@@ -18,10 +18,10 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     _BFLOAT16 = None
 
 # The library's closed lists (contract/registry.hpp): the preset block formats with their parts, and
-# the scalar formats with their properties.
+# the scalar formats with their properties. _PARTS also gains the formats extension modules register.
 _REGISTRY = _core.registry()
 _PARTS = dict(_REGISTRY["block_formats"])
-BLOCK_FORMATS = tuple(_PARTS)
+BLOCK_FORMATS = tuple(_PARTS)  # the presets
 SCALAR_FORMATS = tuple(_REGISTRY["scalar_formats"])
 # Each scalar format's properties by name: bits, signed, exponent_bits, mantissa_bits, bias,
 # subnormals, specials ("none", "nan_only" or "inf_and_nan") and max (the largest finite value).
@@ -82,8 +82,27 @@ def as_matrix(x: Any, name: str = "x") -> tuple[np.ndarray, str]:
 
 def check_block_format(format: str) -> str:
     if format not in _PARTS:
-        raise ValueError(f"unknown block format {format!r} (one of {', '.join(BLOCK_FORMATS)})")
+        raise ValueError(f"unknown block format {format!r} (one of {', '.join(_PARTS)})")
     return format
+
+
+def block_formats() -> tuple[str, ...]:
+    """The block formats the package knows: the presets (BLOCK_FORMATS), then those registered."""
+    return tuple(_PARTS)
+
+
+def register_block_formats(module: Any) -> tuple[str, ...]:
+    """Makes the block formats an extension module was compiled for usable by every function of the
+    package, by name; returns their names. The module's `block_format_ops()` returns a capsule of
+    tables made by host/format_ops.hpp from the same version of the headers (docs/python.md, "Block
+    formats outside the presets"). Registering a module again changes nothing."""
+    ops = getattr(module, "block_format_ops", None)
+    if ops is None:
+        raise ValueError(f"{getattr(module, '__name__', module)!r} has no block_format_ops(): it is "
+                         "not a blockscale format module")
+    names = tuple(_core.register_block_formats(ops()))
+    _PARTS.update(_core.registry()["block_formats"])
+    return names
 
 
 @dataclass

@@ -9,6 +9,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "blockscale/blockscale.hpp"
 
@@ -31,10 +33,56 @@ using input = nb::ndarray<nb::ro, nb::device::cpu>; // only read: read-only arra
 
 // ---- Run-time names meet the types -----------------------------------------------------------
 
-/// Calls f(block_format_tag<F>{}) for the preset block format named `name`.
-template <class F>
-decltype(auto) with_block_format(const std::string& name, F&& f) {
-  return bs::visit_preset_named(name, std::forward<F>(f));
+/// The block formats this module knows by name: the presets, then those extension modules
+/// registered (register_block_formats). Each is a table of operations (host/format_ops.hpp);
+/// lookups and registrations run with the GIL held.
+std::vector<const bs::block_format_ops*>& format_tables() {
+  static std::vector<const bs::block_format_ops*> tables = [] {
+    std::vector<const bs::block_format_ops*> t;
+    const bs::block_format_ops_list& presets = bs::preset_format_ops();
+    for (std::size_t i = 0; i < presets.count; ++i)
+      t.push_back(&presets.tables[i]);
+    return t;
+  }();
+  return tables;
+}
+
+/// The table of the block format named `name`; std::invalid_argument naming the choices otherwise.
+const bs::block_format_ops& format_named(const std::string& name) {
+  std::string choices;
+  for (const bs::block_format_ops* ops : format_tables()) {
+    if (name == ops->name)
+      return *ops;
+    choices += (choices.empty() ? "" : ", ") + std::string(ops->name);
+  }
+  throw std::invalid_argument("unknown block format '" + name + "' (one of " + choices + ")");
+}
+
+/// Adds the tables an extension module hands over (a capsule named "blockscale.block_format_ops"
+/// holding a block_format_ops_list); returns their names. A name already taken by another table
+/// is refused, and so is a list from another version of the headers.
+nb::list register_block_formats(nb::capsule capsule) {
+  if (capsule.name() == nullptr || std::string(capsule.name()) != "blockscale.block_format_ops")
+    throw std::invalid_argument("register_block_formats: the capsule must be named "
+                                "'blockscale.block_format_ops', not '" +
+                                std::string(capsule.name() ? capsule.name() : "") + "'");
+  const auto& list = *static_cast<const bs::block_format_ops_list*>(capsule.data());
+  bs::check_block_format_ops_list(list);
+  for (std::size_t i = 0; i < list.count; ++i)
+    for (const bs::block_format_ops* known : format_tables())
+      if (std::string(known->name) == list.tables[i].name && known != &list.tables[i])
+        throw std::invalid_argument("register_block_formats: the block format '" +
+                                    std::string(known->name) + "' is already known");
+  static std::vector<nb::object> keep; // the capsules, and so their modules' tables
+  keep.push_back(capsule);
+  nb::list names;
+  for (std::size_t i = 0; i < list.count; ++i) {
+    auto& tables = format_tables();
+    if (std::find(tables.begin(), tables.end(), &list.tables[i]) == tables.end())
+      tables.push_back(&list.tables[i]);
+    names.append(nb::str(list.tables[i].name));
+  }
+  return names;
 }
 
 using bs::type_tag;
@@ -55,22 +103,30 @@ std::string dtype_string(const A& a) {
   return std::string(code < 7 ? codes[code] : "unknown") + std::to_string(a.dtype().bits);
 }
 
-/// A 2-D array with unit column stride as a matrix_view<T> (the row stride becomes ld).
-template <class T, class A>
-bs::matrix_view<T> matrix_of(const A& a, const char* name) {
+/// A 2-D array with unit column stride as an erased matrix of `type` (the row stride becomes ld).
+template <class Void, class A>
+bs::basic_any_matrix<Void> any_matrix_of(const A& a, const char* name, bs::element_type type) {
   if (a.ndim() != 2)
     throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
                                 std::to_string(a.ndim()) + "-D");
   const std::size_t rows = a.shape(0), cols = a.shape(1);
   if (rows == 0 || cols == 0)
-    return bs::matrix_view<T>(nullptr, rows, cols, cols);
+    return {nullptr, type, rows, cols, cols};
   if (cols > 1 && a.stride(1) != 1)
     throw std::invalid_argument(std::string(name) +
                                 " must have contiguous rows (unit stride along its last axis)");
   if (rows > 1 && a.stride(0) < static_cast<std::int64_t>(cols))
     throw std::invalid_argument(std::string(name) + " has overlapping rows");
   const std::size_t ld = rows > 1 ? static_cast<std::size_t>(a.stride(0)) : cols;
-  return bs::matrix_view<T>(static_cast<T*>(a.data()), rows, cols, ld);
+  return {a.data(), type, rows, cols, ld};
+}
+
+/// A 2-D float32 array as a matrix_view (the caller checked the dtype).
+template <class T, class A>
+bs::matrix_view<T> matrix_of(const A& a, const char* name) {
+  const auto m = any_matrix_of<std::conditional_t<std::is_const<T>::value, const void, void>>(
+      a, name, bs::element_type::float32);
+  return bs::matrix_view<T>(static_cast<T*>(m.data), m.rows, m.cols, m.ld);
 }
 
 /// The bytes of a C-contiguous uint8 array, and how many.
@@ -90,32 +146,32 @@ auto bytes_of(const A& a, const char* name) {
   return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), a.size()};
 }
 
-/// Calls f(type_tag<T>{}) with the element type of an input matrix: float32, float16, or bfloat16
-/// (passed as 16-bit integers with element = "bfloat16", how numpy carries ml_dtypes' bfloat16).
-template <class F>
-decltype(auto) with_input_type(const input& x, const std::string& element, F&& f) {
+/// The element type of a matrix the caller names `element`: float32, float16, or bfloat16 (passed
+/// as 16-bit integers with element = "bfloat16", how numpy carries ml_dtypes' bfloat16).
+template <class A>
+bs::element_type element_of(const A& a, const std::string& element, const char* name) {
   using code = nb::dlpack::dtype_code;
-  if (element == "float32" && is_dtype(x, code::Float, 32))
-    return f(type_tag<const float>{});
-  if (element == "float16" && is_dtype(x, code::Float, 16))
-    return f(type_tag<const bs::float16>{});
+  if (element == "float32" && is_dtype(a, code::Float, 32))
+    return bs::element_type::float32;
+  if (element == "float16" && is_dtype(a, code::Float, 16))
+    return bs::element_type::float16;
   if (element == "bfloat16" &&
-      (is_dtype(x, code::Bfloat, 16) || is_dtype(x, code::UInt, 16) || is_dtype(x, code::Int, 16)))
-    return f(type_tag<const bs::bfloat16>{});
-  throw std::invalid_argument("x must be float32, float16 or bfloat16, not " + dtype_string(x));
+      (is_dtype(a, code::Bfloat, 16) || is_dtype(a, code::UInt, 16) || is_dtype(a, code::Int, 16)))
+    return bs::element_type::bfloat16;
+  throw std::invalid_argument(std::string(name) + " must be float32, float16 or bfloat16, not " +
+                              dtype_string(a));
 }
 
 // ---- Quantized tensors -----------------------------------------------------------------------
 
-/// The arrays of a Python QuantizedTensor as a view of `BlockFormat` (checked sizes).
-template <class BlockFormat, class Byte, class A>
-bs::basic_quantized_view<BlockFormat, Byte>
-view_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
-        std::conditional_t<std::is_const<Byte>::value, const float, float>* decode_scale) {
+/// The arrays of a Python QuantizedTensor as erased storage (its table checks the sizes).
+template <class Byte, class A>
+bs::basic_any_quantized<Byte>
+storage_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
+           typename bs::basic_any_quantized<Byte>::decode_scale_type* decode_scale) {
   const auto e = bytes_of(elements, "elements");
   const auto s = bytes_of(scales, "scales");
-  return bs::basic_quantized_view<BlockFormat, Byte>::make(shape, e.first, e.second, s.first,
-                                                           s.second, decode_scale);
+  return {shape, e.first, e.second, s.first, s.second, decode_scale};
 }
 
 float* decode_scale_of(const array& a) {
@@ -142,36 +198,32 @@ std::mutex& policy_lock(const void* policy) {
   return locks[(reinterpret_cast<std::uintptr_t>(policy) >> 4) % 64];
 }
 
-/// Calls f(policy&) with the tensor-scale policy `policy` holds, or f(nullptr) for None. A policy
-/// made for another block format than `format` is refused: its numerator would be wrong.
-template <class F>
-decltype(auto) with_policy(nb::handle policy, const std::string& format, F&& f) {
+/// The tensor-scale policy `policy` holds (null for None). A policy made for another block format
+/// than `format` is refused: its numerator would be wrong.
+bs::any_policy policy_of(nb::handle policy, const std::string& format) {
+  using kind = bs::any_policy::kind;
   if (policy.is_none())
-    return f(nullptr);
-  const auto check_format = [&] {
+    return {};
+  const auto checked = [&](kind k, void* p) {
     const nb::object made_for = nb::getattr(policy, "format", nb::none());
-    if (nb::isinstance<nb::str>(made_for) && nb::cast<std::string>(made_for) != format)
+    if (k != kind::no_tensor_scale && nb::isinstance<nb::str>(made_for) &&
+        nb::cast<std::string>(made_for) != format)
       throw std::invalid_argument("policy was made for " + nb::cast<std::string>(made_for) +
                                   ", not " + format);
+    return bs::any_policy{k, p};
   };
   bs::no_tensor_scale* none = nullptr;
   bs::current_tensor_scale* current = nullptr;
   bs::periodic_tensor_scale* periodic = nullptr;
   bs::delayed_tensor_scale* delayed = nullptr;
   if (nb::try_cast(policy, none, false) && none)
-    return f(*none);
-  if (nb::try_cast(policy, current, false) && current) {
-    check_format();
-    return f(*current);
-  }
-  if (nb::try_cast(policy, periodic, false) && periodic) {
-    check_format();
-    return f(*periodic);
-  }
-  if (nb::try_cast(policy, delayed, false) && delayed) {
-    check_format();
-    return f(*delayed);
-  }
+    return checked(kind::no_tensor_scale, none);
+  if (nb::try_cast(policy, current, false) && current)
+    return checked(kind::current, current);
+  if (nb::try_cast(policy, periodic, false) && periodic)
+    return checked(kind::periodic, periodic);
+  if (nb::try_cast(policy, delayed, false) && delayed)
+    return checked(kind::delayed, delayed);
   throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
                               "PeriodicTensorScale or DelayedTensorScale");
 }
@@ -180,84 +232,52 @@ nb::dict quantize_into(const input& x, const std::string& element, const std::st
                        const bs::quantized_shape& shape, const array& elements, const array& scales,
                        const array& decode_scale, const bs::quantize_options& options,
                        nb::handle policy) {
-  return with_block_format(format, [&](auto format_tag) {
-    using F = typename decltype(format_tag)::type;
-    const auto out =
-        view_of<F, std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
-    return with_input_type(x, element, [&](auto input_tag) {
-      using T = typename decltype(input_tag)::type;
-      const bs::matrix_view<T> in = matrix_of<T>(x, "x");
-      const bs::quantize_stats stats = with_policy(policy, format, [&](auto&& p) {
-        nb::gil_scoped_release unlocked;
-        if constexpr (std::is_same<std::decay_t<decltype(p)>, std::nullptr_t>::value) {
-          return bs::quantize_into(in, out, options);
-        } else {
-          const std::lock_guard<std::mutex> lock(policy_lock(&p));
-          return bs::quantize_into(in, out, p, options);
-        }
-      });
-      return stats_dict(stats);
-    });
-  });
+  const bs::block_format_ops& ops = format_named(format);
+  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const bs::any_policy p = policy_of(policy, format);
+  bs::quantize_stats stats;
+  {
+    nb::gil_scoped_release unlocked;
+    if (p.policy) {
+      const std::lock_guard<std::mutex> lock(policy_lock(p.policy));
+      stats = ops.quantize_into(in, out, options, p);
+    } else {
+      stats = ops.quantize_into(in, out, options, p);
+    }
+  }
+  return stats_dict(stats);
 }
 
 float measure_amax(const input& x, const std::string& element, const std::string& format,
                    const bs::quantize_options& options) {
-  return with_block_format(format, [&](auto format_tag) {
-    using F = typename decltype(format_tag)::type;
-    return with_input_type(x, element, [&](auto input_tag) {
-      using T = typename decltype(input_tag)::type;
-      const bs::matrix_view<T> input = matrix_of<T>(x, "x");
-      nb::gil_scoped_release unlocked;
-      return bs::measure_amax<F>(input, options);
-    });
-  });
+  const bs::block_format_ops& ops = format_named(format);
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  nb::gil_scoped_release unlocked;
+  return ops.measure_amax(in, options);
 }
 
 nb::dict storage(const std::string& format, const bs::quantized_shape& shape) {
-  return with_block_format(format, [&](auto format_tag) {
-    using F = typename decltype(format_tag)::type;
-    const bs::quantized_storage need = bs::storage_for<F>(shape);
-    const auto view = bs::const_quantized_view<F>::unchecked(shape, nullptr, nullptr, nullptr);
-    nb::dict d;
-    d["element_bytes"] = need.element_bytes;
-    d["scale_bytes"] = need.scale_bytes;
-    d["row_bytes"] = view.row_bytes();
-    d["padded_cols"] = view.padded_cols();
-    d["blocks_per_row"] = view.blocks_per_row();
-    d["block_size"] = F::block_size;
-    return d;
-  });
+  const bs::block_format_ops& ops = format_named(format);
+  const bs::quantized_layout layout = ops.layout(shape);
+  nb::dict d;
+  d["element_bytes"] = layout.storage.element_bytes;
+  d["scale_bytes"] = layout.storage.scale_bytes;
+  d["row_bytes"] = layout.row_bytes;
+  d["padded_cols"] = layout.padded_cols;
+  d["blocks_per_row"] = layout.blocks_per_row;
+  d["block_size"] = ops.block_size;
+  return d;
 }
 
 void dequantize(const std::string& format, const bs::quantized_shape& shape, const input& elements,
                 const input& scales, float decode_scale, const array& out,
                 const std::string& element, bool padded, unsigned threads) {
-  with_block_format(format, [&](auto format_tag) {
-    using F = typename decltype(format_tag)::type;
-    const auto q = view_of<F, const std::uint8_t>(shape, elements, scales, &decode_scale);
-    const auto run = [&](auto type) {
-      using T = typename decltype(type)::type;
-      const bs::matrix_view<T> o = matrix_of<T>(out, "out");
-      nb::gil_scoped_release unlocked;
-      if (padded)
-        bs::dequantize_padded(q, o, threads);
-      else
-        bs::dequantize(q, o, threads);
-    };
-    using code = nb::dlpack::dtype_code;
-    if (element == "float32" && is_dtype(out, code::Float, 32))
-      run(type_tag<float>{});
-    else if (element == "float16" && is_dtype(out, code::Float, 16))
-      run(type_tag<bs::float16>{});
-    else if (element == "bfloat16" &&
-             (is_dtype(out, code::UInt, 16) || is_dtype(out, code::Int, 16) ||
-              is_dtype(out, code::Bfloat, 16)))
-      run(type_tag<bs::bfloat16>{});
-    else
-      throw std::invalid_argument("out must be float32, float16 or bfloat16, not " +
-                                  dtype_string(out));
-  });
+  const bs::block_format_ops& ops = format_named(format);
+  const auto q = storage_of<const std::uint8_t>(shape, elements, scales, &decode_scale);
+  const auto o = any_matrix_of<void>(out, "out", element_of(out, element, "out"));
+  nb::gil_scoped_release unlocked;
+  ops.dequantize(q, o, padded, threads);
 }
 
 /// One GEMM operand from Python: a quantized tensor's arrays, or (format empty) a float32 matrix.
@@ -267,36 +287,39 @@ struct operand {
   input elements, scales;
   float decode_scale = 1.0f;
   input values;
+
+  bool quantized() const { return !format.empty(); }
+  bs::any_const_quantized storage() const {
+    return storage_of<const std::uint8_t>(shape, elements, scales, &decode_scale);
+  }
+  bs::matrix_view<const float> matrix(const char* name) const {
+    if (!is_dtype(values, nb::dlpack::dtype_code::Float, 32))
+      throw std::invalid_argument(std::string(name) + " must be float32, not " +
+                                  dtype_string(values));
+    return matrix_of<const float>(values, name);
+  }
 };
-
-template <class F>
-decltype(auto) with_operand(const operand& o, F&& f) {
-  if (o.format.empty())
-    return f(matrix_of<const float>(o.values, "float operand"));
-  return with_block_format(o.format, [&](auto tag) {
-    using Format = typename decltype(tag)::type;
-    return f(view_of<Format, const std::uint8_t>(o.shape, o.elements, o.scales, &o.decode_scale));
-  });
-}
-
-template <class X, class Y>
-void reference_of(X x, Y y, bs::matrix_view<float> c, float alpha, float beta, unsigned threads) {
-  nb::gil_scoped_release unlocked;
-  bs::gemm::reference(x, y, c, alpha, beta, threads);
-}
-void reference_of(bs::matrix_view<const float>, bs::matrix_view<const float>,
-                  bs::matrix_view<float>, float, float, unsigned) {
-  throw std::invalid_argument("gemm_reference: at least one operand must be quantized");
-}
 
 void gemm_reference(const operand& a, const operand& b, const array& c, float alpha, float beta,
                     unsigned threads) {
   if (!is_dtype(c, nb::dlpack::dtype_code::Float, 32))
     throw std::invalid_argument("c must be float32, not " + dtype_string(c));
   const bs::matrix_view<float> out = matrix_of<float>(c, "c");
-  with_operand(a, [&](auto x) {
-    with_operand(b, [&](auto y) { reference_of(x, y, out, alpha, beta, threads); });
-  });
+  if (!a.quantized() && !b.quantized())
+    throw std::invalid_argument("gemm_reference: at least one operand must be quantized");
+  if (a.quantized() && b.quantized()) {
+    const bs::block_format_ops &fa = format_named(a.format), &fb = format_named(b.format);
+    const auto x = a.storage(), y = b.storage();
+    nb::gil_scoped_release unlocked;
+    bs::gemm_reference(fa, x, fb, y, out, alpha, beta, threads);
+    return;
+  }
+  const operand& q = a.quantized() ? a : b;
+  const bs::block_format_ops& ops = format_named(q.format);
+  const auto storage = q.storage();
+  const auto f = (a.quantized() ? b : a).matrix("float operand");
+  nb::gil_scoped_release unlocked;
+  bs::gemm_reference(ops, storage, f, a.quantized(), out, alpha, beta, threads);
 }
 
 // ---- Scalar conversion -----------------------------------------------------------------------
@@ -391,26 +414,21 @@ std::uint32_t count_arg(std::int64_t value, const char* name, std::int64_t max) 
   return static_cast<std::uint32_t>(value);
 }
 
-/// A headroom or margin in binades from Python, checked for block format F by the library.
-template <class F>
-int binades_arg(std::int64_t value, const char* name) {
-  const std::int64_t limit = bs::max_headroom_binades<F>();
-  bs::check_headroom_binades<F>(static_cast<int>(value < 0       ? -1
-                                                 : value > limit ? limit + 1
-                                                                 : value),
-                                name);
-  return static_cast<int>(value);
+/// A headroom or margin in binades from Python as an int the format's check then judges: values
+/// outside int's range are clamped to values the check refuses with the same message.
+int binades_arg(std::int64_t value) {
+  return static_cast<int>(value < -1 ? -1 : value > INT_MAX ? INT_MAX : value);
 }
 
-/// A policy class whose __init__(format, args...) calls make(block_format_tag<F>{}, args...) for
-/// the block format named in Python.
+/// A policy class whose __init__(format, args...) calls make(ops, args...) with the table of the
+/// block format named in Python.
 template <class Policy, class... Args, class Make, class... Names>
 nb::class_<Policy> bind_policy(nb::module_& m, const char* name, Make make, Names&&... names) {
   nb::class_<Policy> c(m, name, nb::dynamic_attr());
   c.def(
       "__init__",
       [make](nb::pointer_and_handle<Policy> self, const std::string& format, Args... args) {
-        with_block_format(format, [&](auto tag) { new (self.p) Policy(make(tag, args...)); });
+        new (self.p) Policy(make(format_named(format), args...));
         nb::setattr(self.h, "format", nb::str(format.c_str())); // checked by quantize_into
       },
       nb::arg("format"), std::forward<Names>(names)...);
@@ -442,9 +460,7 @@ nb::dict registry() {
     t["mantissa_bits"] = traits::mantissa_bits;
     t["bias"] = traits::bias;
     t["subnormals"] = traits::has_subnormals;
-    t["specials"] = traits::nonfinite == bs::nonfinite_encoding::none       ? "none"
-                    : traits::nonfinite == bs::nonfinite_encoding::nan_only ? "nan_only"
-                                                                            : "inf_and_nan";
+    t["specials"] = bs::to_string(traits::nonfinite);
     t["max"] = static_cast<float>(std::numeric_limits<M>::max());
     scalar_traits[bs::scalar_format_name<M>()] = t;
   });
@@ -460,18 +476,16 @@ nb::dict registry() {
     conventions[name] =
         bs::stores_divisor(bs::global_scale_convention_named(name)) ? "divisor" : "multiplier";
   d["conventions"] = conventions;
-  nb::dict presets;
-  for (std::size_t id = 1; id < sizeof(bs::preset_names) / sizeof(bs::preset_names[0]); ++id)
-    with_block_format(bs::preset_names[id], [&](auto tag) {
-      using F = typename decltype(tag)::type;
-      nb::dict parts;
-      parts["element"] = bs::scalar_format_name<typename F::element_type>();
-      parts["scale"] = bs::scalar_format_name<typename F::scale_type>();
-      parts["block_size"] = F::block_size;
-      parts["element_bits"] = F::element_bits;
-      presets[bs::preset_names[id]] = parts;
-    });
-  d["block_formats"] = presets;
+  nb::dict formats; // the presets, then the registered formats
+  for (const bs::block_format_ops* ops : format_tables()) {
+    nb::dict parts;
+    parts["element"] = ops->element_format;
+    parts["scale"] = ops->scale_format;
+    parts["block_size"] = ops->block_size;
+    parts["element_bits"] = ops->element_bits;
+    formats[ops->name] = parts;
+  }
+  d["block_formats"] = formats;
   d["version"] = std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." +
                  std::to_string(BLOCKSCALE_VERSION_MINOR) + "." +
                  std::to_string(BLOCKSCALE_VERSION_PATCH);
@@ -546,46 +560,38 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
              return bs::quantized_shape_for(rows, cols, o);
            });
 
-  m.def("default_rule", [](const std::string& format) {
-    return with_block_format(
-        format, [](auto tag) { return bs::default_scale_rule<typename decltype(tag)::type>(); });
-  });
+  m.def("default_rule",
+        [](const std::string& format) { return format_named(format).default_rule(); });
   m.def("default_hadamard_sign_mask", [] { return bs::hadamard16::te_default().sign_mask(); });
   m.def("hadamard_sign_mask_from_seed",
         [](std::uint64_t seed) { return bs::hadamard16::from_seed(seed).sign_mask(); });
   m.def("check_options", [](const std::string& format, std::size_t rows, std::size_t cols,
                             const bs::quantize_options& options) {
-    with_block_format(format, [&](auto tag) {
-      (void)bs::make_quantize_params<typename decltype(tag)::type>(rows, cols, options);
-    });
+    format_named(format).check_options(rows, cols, options);
   });
 
   bind_counters(nb::class_<bs::no_tensor_scale>(m, "NoTensorScale").def(nb::init<>()));
   bind_policy<bs::current_tensor_scale, std::int64_t>(
       m, "CurrentTensorScale",
-      [](auto tag, std::int64_t headroom) {
-        using F = typename decltype(tag)::type;
-        return bs::current_tensor_scale::make<F>(binades_arg<F>(headroom, "headroom"));
+      [](const bs::block_format_ops& ops, std::int64_t headroom) {
+        return ops.make_current(binades_arg(headroom), "headroom");
       },
       nb::arg("headroom") = 0)
       .def_ro("numerator", &bs::current_tensor_scale::numerator);
   bind_policy<bs::periodic_tensor_scale, std::int64_t, std::int64_t>(
       m, "PeriodicTensorScale",
-      [](auto tag, std::int64_t interval, std::int64_t headroom) {
-        using F = typename decltype(tag)::type;
-        return bs::periodic_tensor_scale::make<F>(count_arg(interval, "interval", UINT32_MAX),
-                                                  binades_arg<F>(headroom, "headroom"));
+      [](const bs::block_format_ops& ops, std::int64_t interval, std::int64_t headroom) {
+        return ops.make_periodic(count_arg(interval, "interval", UINT32_MAX), binades_arg(headroom),
+                                 "headroom");
       },
       nb::arg("interval") = 100, nb::arg("headroom") = 0)
       .def_ro("interval", &bs::periodic_tensor_scale::interval)
       .def_ro("numerator", &bs::periodic_tensor_scale::numerator);
   bind_policy<bs::delayed_tensor_scale, std::int64_t, std::int64_t>(
       m, "DelayedTensorScale",
-      [](auto tag, std::int64_t history, std::int64_t margin) {
-        using F = typename decltype(tag)::type;
-        return bs::delayed_tensor_scale::make<F>(
-            count_arg(history, "history", bs::delayed_tensor_scale::capacity),
-            binades_arg<F>(margin, "margin"));
+      [](const bs::block_format_ops& ops, std::int64_t history, std::int64_t margin) {
+        return ops.make_delayed(count_arg(history, "history", bs::delayed_tensor_scale::capacity),
+                                binades_arg(margin), "margin");
       },
       nb::arg("history") = 16, nb::arg("margin") = 0)
       .def_ro("history", &bs::delayed_tensor_scale::history)
@@ -631,9 +637,9 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
 
   m.def("registry", &registry);
   m.def("scale_rule_named", [](const std::string& rule, const std::string& format) {
-    return with_block_format(
-        format, [&](auto tag) { return bs::scale_rule_named<typename decltype(tag)::type>(rule); });
+    return format_named(format).rule_named(rule);
   });
+  m.def("register_block_formats", &register_block_formats, nb::arg("capsule"));
   // Global-scale conventions (block/global_scale.hpp): float32 in, float32 out.
   m.def(
       "global_scale",

@@ -18,6 +18,15 @@ enum class nonfinite_encoding {
   ieee,     ///< all-ones exponent: mantissa 0 is Inf, anything else NaN (E5M2)
 };
 
+/// The name of an encoding, as docs/formats.md and the Python package give it: "none",
+/// "nan_only", "inf_and_nan" (ieee).
+BLOCKSCALE_HOST_DEVICE constexpr const char* to_string(nonfinite_encoding e) noexcept {
+  return e == nonfinite_encoding::none       ? "none"
+         : e == nonfinite_encoding::nan_only ? "nan_only"
+         : e == nonfinite_encoding::ieee     ? "inf_and_nan"
+                                             : "unknown";
+}
+
 // Descriptors. A descriptor names the fields; `format_traits` derives everything else. A user can
 // write their own descriptor with the same six members and get a working `minifloat`.
 
