@@ -51,6 +51,32 @@ namespace warp = blockscale::cuda::warp;
 namespace ptx = blockscale::emulation::ptx;
 using blockscale::emulation::host_warp;
 
+// A path is a specialisation of warp::path_tile, not a branch inside warp_tile: this one, the bf16
+// step on rows dequantized in registers, is declared here, outside the library, and its warp tile
+// is checked against the reference GEMM below like the library's paths.
+struct own_path {};
+namespace blockscale {
+inline namespace v0 {
+namespace cuda {
+namespace warp {
+template <int WarpM, int WarpN, class FormatA, class FormatB>
+struct path_tile<own_path, WarpM, WarpN, FormatA, FormatB> {
+  using type = bf16_tile<dequantized_rows, WarpM, WarpN, FormatA, FormatB>;
+};
+} // namespace warp
+} // namespace cuda
+} // namespace v0
+} // namespace blockscale
+
+// An atom is its op (the instruction) and its traits (the maps), apart.
+static_assert(std::is_base_of<warp::sm80_mma_m16n8k16_f32_bf16, warp::mma_bf16_m16n8k16>::value &&
+                  std::is_base_of<warp::mma_traits<warp::sm80_mma_m16n8k16_f32_bf16>,
+                                  warp::mma_bf16_m16n8k16>::value,
+              "the bf16 atom");
+static_assert(warp::mma_traits<warp::sm120_mma_m16n8k64_f32_e2m1<ue8m0, warp::scale_vector::x2, 2,
+                                                                 0, 0, 3>>::scale_b_lane(5) == 23,
+              "the block-scaled traits, read without the op");
+
 namespace {
 
 std::uint32_t bits_of(float x) {
@@ -697,7 +723,7 @@ std::pair<int, int> bf16_path_bank_load(int rows, int stride, int block, int sca
 
 /// The same for the block-scaled path: the 4-byte element loads of registers 0..3 (A, per 16
 /// rows) or 0..1 (B, per 8 rows) of both k64 steps of a k128 step, and the 4-byte scale-word loads
-/// (restated from warp_tile::step_native: A lane (g, t) reads row 16i + g + 8·(t % 2), B lane
+/// (restated from block_scaled_tile::step: A lane (g, t) reads row 16i + g + 8·(t % 2), B lane
 /// (g, t) row 8j + g; NVFP4 at block (k0 + 64·step) / 16 with step t / 2 for A and t % 2 for B,
 /// MXFP4 at k0 / 32).
 std::pair<int, int> native_path_bank_load(bool b, bool nv, int rows, int stride, int scale_stride) {
@@ -946,6 +972,10 @@ TEST_CASE("warp_tile on host_warp reproduces the reference GEMM", "[unit][warp]"
   }
   SECTION("block_scaled_path, NVFP4 x NVFP4") {
     check_warp_tile<block_scaled_path, nvfp4, nvfp4>("nvfp4 x nvfp4", 7);
+  }
+  SECTION("a path declared outside the library (own_path), NVFP4 x UE5M3") {
+    splitmix64 rng{11};
+    check_warp_shape<own_path, 32, 16, nvfp4, ue5m3_fp4>(rng);
   }
   SECTION("block_scaled_path, MXFP4 x MXFP4") {
     check_warp_tile<block_scaled_path, mxfp4, mxfp4>("mxfp4 x mxfp4", 8);

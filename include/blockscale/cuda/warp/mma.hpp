@@ -1,24 +1,30 @@
 /// \file cuda/warp/mma.hpp
-/// MMA atoms: one struct per tensor-core instruction, with its register types, its guarded
-/// inline-PTX `fma`, and `__host__ __device__ constexpr` maps from (lane, register, element) to
-/// the coordinates they hold. The maps are the instruction's contract (PTX ISA, "Matrix fragments
-/// for mma.m16n8k16" and "... m16n8k64 with block scaling"); the fragment loaders
-/// (cuda/warp/tile.hpp) are written from them, and the tests prove each map a bijection onto its
-/// tile and run the atoms through the host emulation (emulation/ptx.hpp).
+/// MMA atoms, split as CuTe splits them: an *op* is one tensor-core instruction's register types
+/// and its guarded inline PTX (`fma`), nothing else; its *traits* (`mma_traits<Op>`) are the
+/// `__host__ __device__ constexpr` facts about it: the tile shape, the fragment types, the maps
+/// from (lane, register, element) to the coordinates they hold, and for block-scaled instructions
+/// which lanes and bytes hold the scales. An *atom* (`mma_atom<Op>`) is the two together, what a
+/// warp calls. The maps are the instruction's contract (PTX ISA, "Matrix fragments for
+/// mma.m16n8k16" and "... m16n8k64 with block scaling"); the fragment loaders (cuda/warp/tile.hpp)
+/// are written from them, and the tests prove each map a bijection onto its tile and run the atoms
+/// through the host emulation (emulation/ptx.hpp), which reads only the traits. A new instruction
+/// is an op and a specialisation of `mma_traits`; nothing else changes.
 ///
 /// Lane names: g = lane / 4 (the "group"), t = lane % 4 (the thread in the group).
 ///
-/// Atoms:
-/// - `mma_bf16_m16n8k16`: D[16×8] += A[16×16] · B[8×16]ᵀ in BF16 with FP32 accumulation, sm_80+.
-///   Fed by in-register E2M1 dequantization (cuda/warp/dequant.hpp), it serves every scale format.
-/// - `mma_e2m1_m16n8k64<Scale, ScaleVector, ByteA, ThreadA, ByteB, ThreadB>`: the block-scaled
-///   `kind::mxf4nvf4` MMA of sm_120a / sm_121a (and their 'f' families): packed E2M1 operands with
-///   a UE4M3 scale per 16 elements (`scale_vector` 4, NVFP4) or a UE8M0 scale per 32 (2, MXFP4).
-///   The selectors say which lanes and which bytes of the scale registers the instruction reads;
-///   they are immediates of the instruction, hence template parameters, checked by static_assert.
+/// Ops (and their atoms):
+/// - `sm80_mma_m16n8k16_f32_bf16` (`mma_bf16_m16n8k16`): D[16×8] += A[16×16] · B[8×16]ᵀ in BF16
+///   with FP32 accumulation, sm_80+ (HMMA). Fed by in-register E2M1 dequantization
+///   (cuda/warp/dequant.hpp), it serves every scale format.
+/// - `sm120_mma_m16n8k64_f32_e2m1<Scale, ScaleVector, ByteA, ThreadA, ByteB, ThreadB>`
+///   (`mma_e2m1_m16n8k64<...>`): the block-scaled `kind::mxf4nvf4` MMA of sm_120a / sm_121a (and
+///   their 'f' families; OMMA): packed E2M1 operands with a UE4M3 scale per 16 elements
+///   (`scale_vector` 4, NVFP4) or a UE8M0 scale per 32 (2, MXFP4). The selectors say which lanes
+///   and which bytes of the scale registers the instruction reads; they are immediates of the
+///   instruction, hence template parameters, checked by static_assert.
 ///
 /// A warp calls an atom through `warp.mma(atom, d, a, b, c[, sfa, sfb])` (cuda/warp.hpp): on the
-/// device that is the atom's `fma` in each thread, on the host the emulation of the instruction
+/// device that is the op's `fma` in each thread, on the host the emulation of the instruction
 /// over all 32 lanes.
 #pragma once
 
@@ -77,29 +83,25 @@ BLOCKSCALE_HOST_DEVICE constexpr coord accumulator_coord(int lane, int reg) noex
 }
 } // namespace detail
 
-/// BF16 × BF16 → FP32, m16n8k16 (sm_80 and later).
-struct mma_bf16_m16n8k16 {
-  static constexpr mma_kind kind = mma_kind::bf16_m16n8k16;
-  static constexpr int m = 16, n = 8, k = 16;
-  using c_fragment = accumulator_fragment;
+/// The traits of an MMA op (specialised for each op below): kind, m, n, k, the fragment types,
+/// a_coord, b_coord, c_coord, and for block-scaled ops the scale selectors and maps.
+template <class Op>
+struct mma_traits;
 
-  /// (m, k) of register `reg`, half `half` of lane `lane`'s A fragment.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int half) noexcept {
-    return {lane / 4 + 8 * (reg & 1), 2 * (lane % 4) + half + 8 * (reg >> 1)};
-  }
-  /// (n, k) of B.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int half) noexcept {
-    return {lane / 4, 2 * (lane % 4) + half + 8 * reg};
-  }
-  /// (m, n) of C and D.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
-    return detail::accumulator_coord(lane, reg);
-  }
+/// An MMA atom: an op (its `fma`) with its traits, what `warp.mma` takes.
+template <class Op>
+struct mma_atom : Op, mma_traits<Op> {
+  using op = Op;
+  using traits = mma_traits<Op>;
+};
 
+/// BF16 × BF16 → FP32, m16n8k16 (sm_80 and later): `mma.sync ... .f32.bf16.bf16.f32`.
+struct sm80_mma_m16n8k16_f32_bf16 {
 #if defined(__CUDACC__)
   /// d = a · bᵀ + c, in each thread of a converged warp.
-  __device__ BLOCKSCALE_FORCEINLINE static void fma(c_fragment& d, const a_fragment& a,
-                                                    const b_fragment& b, const c_fragment& c) {
+  __device__ BLOCKSCALE_FORCEINLINE static void fma(accumulator_fragment& d, const a_fragment& a,
+                                                    const b_fragment& b,
+                                                    const accumulator_fragment& c) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
@@ -114,6 +116,31 @@ struct mma_bf16_m16n8k16 {
 #endif
 };
 
+template <>
+struct mma_traits<sm80_mma_m16n8k16_f32_bf16> {
+  static constexpr mma_kind kind = mma_kind::bf16_m16n8k16;
+  static constexpr int m = 16, n = 8, k = 16;
+  using a_fragment = warp::a_fragment;
+  using b_fragment = warp::b_fragment;
+  using c_fragment = accumulator_fragment;
+
+  /// (m, k) of register `reg`, half `half` of lane `lane`'s A fragment.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int half) noexcept {
+    return {lane / 4 + 8 * (reg & 1), 2 * (lane % 4) + half + 8 * (reg >> 1)};
+  }
+  /// (n, k) of B.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int half) noexcept {
+    return {lane / 4, 2 * (lane % 4) + half + 8 * reg};
+  }
+  /// (m, n) of C and D.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
+    return detail::accumulator_coord(lane, reg);
+  }
+};
+
+/// The BF16 m16n8k16 atom.
+using mma_bf16_m16n8k16 = mma_atom<sm80_mma_m16n8k16_f32_bf16>;
+
 /// The scale vector of a block-scaled MMA: scales per 64-element row of a k64 step.
 enum class scale_vector : int { x2 = 2, x4 = 4 };
 
@@ -124,14 +151,7 @@ enum class scale_vector : int { x2 = 2, x4 = 4 };
 /// scale register, byte ByteX + j scales k in [j·64/V, (j+1)·64/V) (V the vector size).
 template <class Scale, scale_vector Vector, int ByteA = 0, int ThreadA = 0, int ByteB = 0,
           int ThreadB = 0>
-struct mma_e2m1_m16n8k64 {
-  static constexpr mma_kind kind = mma_kind::e2m1_m16n8k64;
-  static constexpr int m = 16, n = 8, k = 64;
-  static constexpr int vector = static_cast<int>(Vector);
-  static constexpr int scale_block = k / vector; ///< elements per scale
-  static constexpr int byte_a = ByteA, thread_a = ThreadA, byte_b = ByteB, thread_b = ThreadB;
-  using scale_type = Scale;
-
+struct sm120_mma_m16n8k64_f32_e2m1 {
   static_assert((std::is_same<Scale, ue4m3>::value && Vector == scale_vector::x4) ||
                     (std::is_same<Scale, ue8m0>::value && Vector == scale_vector::x2),
                 "kind::mxf4nvf4 takes UE4M3 with scale_vector::x4 or UE8M0 with scale_vector::x2 "
@@ -143,39 +163,11 @@ struct mma_e2m1_m16n8k64 {
   static_assert(ThreadA >= 0 && ThreadA <= 1, "ThreadA is 0 or 1");
   static_assert(ThreadB >= 0 && ThreadB <= 3, "ThreadB is 0, 1, 2 or 3");
 
-  using c_fragment = accumulator_fragment;
-
-  /// (m, k) of nibble `nibble` of register `reg` of lane `lane`.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int nibble) noexcept {
-    return {lane / 4 + 8 * (reg & 1), 8 * (lane % 4) + nibble + 32 * (reg >> 1)};
-  }
-  /// (n, k) of B.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int nibble) noexcept {
-    return {lane / 4, 8 * (lane % 4) + nibble + 32 * reg};
-  }
-  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
-    return detail::accumulator_coord(lane, reg);
-  }
-  /// The lane whose scale register holds row m's scales (m < 16).
-  BLOCKSCALE_HOST_DEVICE static constexpr int scale_a_lane(int row) noexcept {
-    return 4 * (row % 8) + row / 8 + 2 * ThreadA;
-  }
-  /// The lane whose scale register holds column n's scales (n < 8).
-  BLOCKSCALE_HOST_DEVICE static constexpr int scale_b_lane(int col) noexcept {
-    return 4 * col + ThreadB;
-  }
-  /// The byte of A's scale register that scales k (k < 64).
-  BLOCKSCALE_HOST_DEVICE static constexpr int scale_a_byte(int k) noexcept {
-    return ByteA + k / scale_block;
-  }
-  BLOCKSCALE_HOST_DEVICE static constexpr int scale_b_byte(int k) noexcept {
-    return ByteB + k / scale_block;
-  }
-
 #if defined(__CUDACC__)
   /// d = (a · scales) · (b · scales)ᵀ + c, in each thread of a converged warp.
-  __device__ BLOCKSCALE_FORCEINLINE static void fma(c_fragment& d, const a_fragment& a,
-                                                    const b_fragment& b, const c_fragment& c,
+  __device__ BLOCKSCALE_FORCEINLINE static void fma(accumulator_fragment& d, const a_fragment& a,
+                                                    const b_fragment& b,
+                                                    const accumulator_fragment& c,
                                                     std::uint32_t sfa, std::uint32_t sfb) {
 #if BLOCKSCALE_CUDA_HAS_BLOCK_SCALED_MMA
     if constexpr (Vector == scale_vector::x4) {
@@ -204,6 +196,52 @@ struct mma_e2m1_m16n8k64 {
   }
 #endif
 };
+
+template <class Scale, scale_vector Vector, int ByteA, int ThreadA, int ByteB, int ThreadB>
+struct mma_traits<sm120_mma_m16n8k64_f32_e2m1<Scale, Vector, ByteA, ThreadA, ByteB, ThreadB>> {
+  static constexpr mma_kind kind = mma_kind::e2m1_m16n8k64;
+  static constexpr int m = 16, n = 8, k = 64;
+  static constexpr int vector = static_cast<int>(Vector);
+  static constexpr int scale_block = k / vector; ///< elements per scale
+  static constexpr int byte_a = ByteA, thread_a = ThreadA, byte_b = ByteB, thread_b = ThreadB;
+  using scale_type = Scale;
+  using a_fragment = warp::a_fragment;
+  using b_fragment = warp::b_fragment;
+  using c_fragment = accumulator_fragment;
+
+  /// (m, k) of nibble `nibble` of register `reg` of lane `lane`.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int nibble) noexcept {
+    return {lane / 4 + 8 * (reg & 1), 8 * (lane % 4) + nibble + 32 * (reg >> 1)};
+  }
+  /// (n, k) of B.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int nibble) noexcept {
+    return {lane / 4, 8 * (lane % 4) + nibble + 32 * reg};
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
+    return detail::accumulator_coord(lane, reg);
+  }
+  /// The lane whose scale register holds row m's scales (m < 16).
+  BLOCKSCALE_HOST_DEVICE static constexpr int scale_a_lane(int row) noexcept {
+    return 4 * (row % 8) + row / 8 + 2 * ThreadA;
+  }
+  /// The lane whose scale register holds column n's scales (n < 8).
+  BLOCKSCALE_HOST_DEVICE static constexpr int scale_b_lane(int col) noexcept {
+    return 4 * col + ThreadB;
+  }
+  /// The byte of A's scale register that scales k (k < 64).
+  BLOCKSCALE_HOST_DEVICE static constexpr int scale_a_byte(int k) noexcept {
+    return ByteA + k / scale_block;
+  }
+  BLOCKSCALE_HOST_DEVICE static constexpr int scale_b_byte(int k) noexcept {
+    return ByteB + k / scale_block;
+  }
+};
+
+/// The block-scaled m16n8k64 atom.
+template <class Scale, scale_vector Vector, int ByteA = 0, int ThreadA = 0, int ByteB = 0,
+          int ThreadB = 0>
+using mma_e2m1_m16n8k64 =
+    mma_atom<sm120_mma_m16n8k64_f32_e2m1<Scale, Vector, ByteA, ThreadA, ByteB, ThreadB>>;
 
 } // namespace warp
 } // namespace cuda

@@ -8,7 +8,8 @@
 /// (cuda/kernels/gemm.hpp) gives ones free of bank conflicts for these loaders, which the tests
 /// check from `load_offsets`.
 ///
-/// Paths (tags):
+/// Paths (tags), each a specialisation of `path_tile` naming the tile that runs it (`bf16_tile`
+/// over a rows loader, or `block_scaled_tile`); `warp_tile<Path, ...>` derives from that tile:
 /// - `bf16_path`: the loaders dequantize in registers (cuda/warp/dequant.hpp) and feed
 ///   `mma_bf16_m16n8k16`; any scale formats, A's and B's may differ (NVFP4 × MXFP4,
 ///   UE5M3 × UE4M3 ...). k-step 64. Inside a dot product any bijection of k applied to A and B
@@ -150,39 +151,13 @@ struct load_offsets {
   }
 };
 
-/// The warp tile: a WarpM × WarpN block of C = A · Bᵀ, accumulated in registers over k-steps.
-/// A downstream kernel keeps an `accumulators<Warp>` per warp, calls `step` for each k-step of
-/// the staged tiles (A's rows and B's rows of this warp, `k_step` columns from `k0`), and reads
-/// the result through `coord_of`. For `bf16_staged_path` the operands are `staged_bf16` copies
-/// (elements = the copy, stride = its row stride; scales unused).
-template <class Path, int WarpM, int WarpN, class FormatA, class FormatB>
-struct warp_tile {
+/// What every warp tile has: WarpM × WarpN of m16n8 atoms' accumulators, where each register sits,
+/// and how to clear them.
+template <int WarpM, int WarpN>
+struct tile_shape {
   static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "warp tiles are made of m16n8 atoms");
-  static_assert(std::is_same<typename FormatA::element_type, e2m1>::value &&
-                    std::is_same<typename FormatB::element_type, e2m1>::value,
-                "the warp GEMM takes E2M1 operands");
-  /// Whether the tile takes the block-scaled MMA path (scale codes read by the tensor core).
-  static constexpr bool block_scaled = std::is_same<Path, block_scaled_path>::value;
-  /// The former name of `block_scaled`.
-  [[deprecated("renamed block_scaled")]] static constexpr bool native = block_scaled;
-  static constexpr bool staged = std::is_same<Path, bf16_staged_path>::value;
-  static_assert(!block_scaled ||
-                    (std::is_same<FormatA, FormatB>::value &&
-                     (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value)),
-                "the block-scaled MMA takes NVFP4 × NVFP4 or MXFP4 × MXFP4; use bf16_path for "
-                "UE5M3 and mixed formats");
-  static_assert(block_scaled || staged || std::is_same<Path, bf16_path>::value,
-                "Path is bf16_path, bf16_staged_path or block_scaled_path");
-
   static constexpr int warp_m = WarpM, warp_n = WarpN;
   static constexpr int tiles_m = WarpM / 16, tiles_n = WarpN / 8;
-  /// k consumed by one `step`.
-  static constexpr int k_step = block_scaled ? 128 : 64;
-  using scale_a = typename FormatA::scale_type;
-  using scale_b = typename FormatB::scale_type;
-  /// The accumulators are the exact products times 2^-accumulator_exponent.
-  static constexpr int accumulator_exponent =
-      block_scaled ? 0 : dequant_scale<scale_a>::offset + dequant_scale<scale_b>::offset;
 
   template <class Warp>
   struct accumulators {
@@ -209,43 +184,77 @@ struct warp_tile {
       }
     });
   }
+};
 
-  /// acc += A[WarpM rows of `a`][k0, k0 + k_step) · B[WarpN rows of `b`][same k]ᵀ.
-  template <class Warp>
-  BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
-                                          shared_operand a, shared_operand b, int k0) {
-    if constexpr (block_scaled)
-      step_native(warp, acc, a, b, k0);
-    else
-      step_bf16(warp, acc, a, b, k0);
+/// bf16_path's rows: the eight bf16 pairs of lane `lane` for `row` of `s` at the k64 window
+/// `k0`, dequantized in registers from the packed tile.
+struct dequantized_rows {
+  template <class Warp, class Scale, int Block>
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
+  pairs(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
+    const auto words = detail::load_shared<detail::word_pair>(
+        s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
+    const bf16_multiplier m = dequant_scale<Scale>::multiplier(
+        s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
+    dequantize8<Warp, Scale>(words.lo, m, pairs);
+    dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
   }
+};
 
-  /// bf16 paths: the eight bf16 pairs of lane `lane` for `row` of `s` at the k64 window `k0`,
-  /// dequantized here (bf16_path) or loaded from the staged copy (bf16_staged_path).
+/// bf16_staged_path's rows: the same pairs loaded ready-made from the CTA's `staged_bf16` copy.
+struct staged_rows {
+  template <class Warp, class Scale, int Block>
+  BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
+  pairs(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
+    BLOCKSCALE_UNROLL
+    for (int q = 0; q < 2; ++q) {
+      const auto w = detail::load_shared<detail::word_quad>(
+          s.elements + load_offsets::staged_pairs(lane, row, k0, q, s.stride));
+      BLOCKSCALE_UNROLL
+      for (int i = 0; i < 4; ++i)
+        pairs[4 * q + i] = w.w[i];
+    }
+  }
+};
+
+/// The bf16 paths' step on `mma_bf16_m16n8k16`, with the rows' pairs from `Rows`.
+template <class Rows, int WarpM, int WarpN, class FormatA, class FormatB>
+struct bf16_tile : tile_shape<WarpM, WarpN> {
+  using shape = tile_shape<WarpM, WarpN>;
+  using shape::tiles_m;
+  using shape::tiles_n;
+  template <class Warp>
+  using accumulators = typename shape::template accumulators<Warp>;
+  using scale_a = typename FormatA::scale_type;
+  using scale_b = typename FormatB::scale_type;
+
+  /// k consumed by one `step`.
+  static constexpr int k_step = 64;
+  /// The accumulators are the exact products times 2^-accumulator_exponent.
+  static constexpr int accumulator_exponent =
+      dequant_scale<scale_a>::offset + dequant_scale<scale_b>::offset;
+
+  /// The eight bf16 pairs of lane `lane` for `row` of `s` at the k64 window `k0`.
   template <class Warp, class Scale, int Block>
   BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE static void
   row_pairs(const shared_operand& s, int lane, int row, int k0, std::uint32_t (&pairs)[8]) {
-    if constexpr (staged) {
-      BLOCKSCALE_UNROLL
-      for (int q = 0; q < 2; ++q) {
-        const auto w = detail::load_shared<detail::word_quad>(
-            s.elements + load_offsets::staged_pairs(lane, row, k0, q, s.stride));
-        BLOCKSCALE_UNROLL
-        for (int i = 0; i < 4; ++i)
-          pairs[4 * q + i] = w.w[i];
-      }
-    } else {
-      const auto words = detail::load_shared<detail::word_pair>(
-          s.elements + load_offsets::bf16_elements(lane, row, k0, s.stride));
-      const bf16_multiplier m = dequant_scale<Scale>::multiplier(
-          s.scales[load_offsets::bf16_scale(lane, row, k0, Block, s.scale_stride)]);
-      dequantize8<Warp, Scale>(words.lo, m, pairs);
-      dequantize8<Warp, Scale>(words.hi, m, pairs + 4);
-    }
+    Rows::template pairs<Warp, Scale, Block>(s, lane, row, k0, pairs);
   }
 
-  /// The bf16 paths' step with A's eight pairs per lane and row supplied by `a_rows(lane, row,
-  /// pairs)` (in `row_pairs`' order) and B's from `b`: how the W4A16 tile reuses this one.
+  /// acc += A[WarpM rows of `a`][k0, k0 + 64) · B[WarpN rows of `b`][same k]ᵀ.
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
+                                          shared_operand a, shared_operand b, int k0) {
+    step_with_a(
+        warp, acc,
+        [&](int lane, int row, std::uint32_t(&p)[8]) {
+          row_pairs<Warp, scale_a, FormatA::block_size>(a, lane, row, k0, p);
+        },
+        b, k0);
+  }
+
+  /// The step with A's eight pairs per lane and row supplied by `a_rows(lane, row, pairs)` (in
+  /// `row_pairs`' order) and B's from `b`: how the W4A16 tile reuses this one.
   template <class Warp, class ARows>
   BLOCKSCALE_HOST_DEVICE static void step_with_a(const Warp& warp, accumulators<Warp>& acc,
                                                  const ARows& a_rows, const shared_operand& b,
@@ -287,32 +296,31 @@ struct warp_tile {
       }
     }
   }
+};
 
-private:
+/// The block-scaled path's step on `mma_e2m1_m16n8k64`: two k64 MMAs per step, whose selectors
+/// pick the scale lanes (NVFP4) or bytes (MXFP4) of the step.
+template <int WarpM, int WarpN, class FormatA, class FormatB>
+struct block_scaled_tile : tile_shape<WarpM, WarpN> {
+  static_assert(std::is_same<FormatA, FormatB>::value &&
+                    (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value),
+                "the block-scaled MMA takes NVFP4 × NVFP4 or MXFP4 × MXFP4; use bf16_path for "
+                "UE5M3 and mixed formats");
+  using shape = tile_shape<WarpM, WarpN>;
+  using shape::tiles_m;
+  using shape::tiles_n;
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE static void step_bf16(const Warp& warp, accumulators<Warp>& acc,
-                                               const shared_operand& a, const shared_operand& b,
-                                               int k0) {
-    step_with_a(
-        warp, acc,
-        [&](int lane, int row, std::uint32_t(&p)[8]) {
-          row_pairs<Warp, scale_a, FormatA::block_size>(a, lane, row, k0, p);
-        },
-        b, k0);
-  }
+  using accumulators = typename shape::template accumulators<Warp>;
+  using scale_a = typename FormatA::scale_type;
+  using scale_b = typename FormatB::scale_type;
 
-  // NVFP4: the k64 step s uses ThreadA = ThreadB = s (lanes with t / 2 == s hold its A scales);
-  // MXFP4: one word covers both steps, ByteA = ByteB = 2s.
-  template <int S>
-  using native_atom =
-      std::conditional_t<std::is_same<FormatA, nvfp4>::value,
-                         mma_e2m1_m16n8k64<ue4m3, scale_vector::x4, 0, S, 0, S>,
-                         mma_e2m1_m16n8k64<ue8m0, scale_vector::x2, 2 * S, 0, 2 * S, 0>>;
+  static constexpr int k_step = 128;
+  static constexpr int accumulator_exponent = 0;
 
+  /// acc += A[WarpM rows of `a`][k0, k0 + 128) · B[WarpN rows of `b`][same k]ᵀ.
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE static void step_native(const Warp& warp, accumulators<Warp>& acc,
-                                                 const shared_operand& a, const shared_operand& b,
-                                                 int k0) {
+  BLOCKSCALE_HOST_DEVICE static void step(const Warp& warp, accumulators<Warp>& acc,
+                                          shared_operand a, shared_operand b, int k0) {
     constexpr bool nv = std::is_same<FormatA, nvfp4>::value;
     lanes<Warp, std::uint32_t> sfa[tiles_m], sfb[tiles_n];
     warp.each([&](int lane) {
@@ -330,15 +338,23 @@ private:
         sfb[j][lane] =
             detail::load_shared<std::uint32_t>(b.scales + (8 * j + g) * b.scale_stride + kbb);
     });
-    run_native_step<0>(warp, acc, a, b, k0, sfa, sfb);
-    run_native_step<1>(warp, acc, a, b, k0 + 64, sfa, sfb);
+    run_step<0>(warp, acc, a, b, k0, sfa, sfb);
+    run_step<1>(warp, acc, a, b, k0 + 64, sfa, sfb);
   }
+
+private:
+  // NVFP4: the k64 step s uses ThreadA = ThreadB = s (lanes with t / 2 == s hold its A scales);
+  // MXFP4: one word covers both steps, ByteA = ByteB = 2s.
+  template <int S>
+  using atom = std::conditional_t<std::is_same<FormatA, nvfp4>::value,
+                                  mma_e2m1_m16n8k64<ue4m3, scale_vector::x4, 0, S, 0, S>,
+                                  mma_e2m1_m16n8k64<ue8m0, scale_vector::x2, 2 * S, 0, 2 * S, 0>>;
 
   template <int S, class Warp>
   BLOCKSCALE_HOST_DEVICE static void
-  run_native_step(const Warp& warp, accumulators<Warp>& acc, const shared_operand& a,
-                  const shared_operand& b, int k0, const lanes<Warp, std::uint32_t> (&sfa)[tiles_m],
-                  const lanes<Warp, std::uint32_t> (&sfb)[tiles_n]) {
+  run_step(const Warp& warp, accumulators<Warp>& acc, const shared_operand& a,
+           const shared_operand& b, int k0, const lanes<Warp, std::uint32_t> (&sfa)[tiles_m],
+           const lanes<Warp, std::uint32_t> (&sfb)[tiles_n]) {
     lanes<Warp, a_fragment> fa[tiles_m];
     warp.each([&](int lane) {
       BLOCKSCALE_UNROLL
@@ -362,9 +378,53 @@ private:
       });
       BLOCKSCALE_UNROLL
       for (int i = 0; i < tiles_m; ++i)
-        warp.mma(native_atom<S>{}, acc.tile[i][j], fa[i], fb, acc.tile[i][j], sfa[i], sfb[j]);
+        warp.mma(atom<S>{}, acc.tile[i][j], fa[i], fb, acc.tile[i][j], sfa[i], sfb[j]);
     }
   }
+};
+
+namespace detail {
+template <class Path>
+struct always_false : std::false_type {};
+
+} // namespace detail
+
+/// Which tile runs a path: one specialisation per path tag. A new path (another MMA atom, another
+/// way to feed it) is a tile type and a specialisation here, not a branch inside `warp_tile`.
+template <class Path, int WarpM, int WarpN, class FormatA, class FormatB>
+struct path_tile {
+  static_assert(detail::always_false<Path>::value,
+                "Path is bf16_path, bf16_staged_path or block_scaled_path");
+};
+template <int WarpM, int WarpN, class FormatA, class FormatB>
+struct path_tile<bf16_path, WarpM, WarpN, FormatA, FormatB> {
+  using type = bf16_tile<dequantized_rows, WarpM, WarpN, FormatA, FormatB>;
+};
+template <int WarpM, int WarpN, class FormatA, class FormatB>
+struct path_tile<bf16_staged_path, WarpM, WarpN, FormatA, FormatB> {
+  using type = bf16_tile<staged_rows, WarpM, WarpN, FormatA, FormatB>;
+};
+template <int WarpM, int WarpN, class FormatA, class FormatB>
+struct path_tile<block_scaled_path, WarpM, WarpN, FormatA, FormatB> {
+  using type = block_scaled_tile<WarpM, WarpN, FormatA, FormatB>;
+};
+
+/// The warp tile: a WarpM × WarpN block of C = A · Bᵀ, accumulated in registers over k-steps.
+/// A downstream kernel keeps an `accumulators<Warp>` per warp, calls `step` for each k-step of
+/// the staged tiles (A's rows and B's rows of this warp, `k_step` columns from `k0`), and reads
+/// the result through `coord_of`. For `bf16_staged_path` the operands are `staged_bf16` copies
+/// (elements = the copy, stride = its row stride; scales unused). What a step does is the path's
+/// tile (`path_tile`): its `k_step`, `accumulator_exponent` and `step`.
+template <class Path, int WarpM, int WarpN, class FormatA, class FormatB>
+struct warp_tile : path_tile<Path, WarpM, WarpN, FormatA, FormatB>::type {
+  static_assert(std::is_same<typename FormatA::element_type, e2m1>::value &&
+                    std::is_same<typename FormatB::element_type, e2m1>::value,
+                "the warp GEMM takes E2M1 operands");
+  /// Whether the tile takes the block-scaled MMA path (scale codes read by the tensor core).
+  static constexpr bool block_scaled = std::is_same<Path, block_scaled_path>::value;
+  /// The former name of `block_scaled`.
+  [[deprecated("renamed block_scaled")]] static constexpr bool native = block_scaled;
+  static constexpr bool staged = std::is_same<Path, bf16_staged_path>::value;
 };
 
 /// `__byte_perm(x, y, selector)`: byte i of the result is byte (selector >> 4i) & 7 of the eight
