@@ -4,9 +4,11 @@
 /// arithmetic `mul.rn.bf16x2` and `fma.rn.bf16x2`, the tensor-core products
 /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` and
 /// `mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale`, the shared-memory matrix loads
-/// `ldmatrix.sync.aligned.m8n8.{x2,x4}[.trans].shared.b16`, and `shfl.sync.{idx,bfly}` as CUDA's
-/// `__shfl_sync` / `__shfl_xor_sync` issue them with a full mask. A warp register is an array of
-/// 32 values indexed by lane; lane L is in group g = L / 4 with thread-in-group t = L % 4.
+/// `ldmatrix.sync.aligned.m8n8.{x2,x4}[.trans].shared.b16`, Hopper's warpgroup MMA
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` with its shared-memory descriptors and
+/// swizzles, and `shfl.sync.{idx,bfly}` as CUDA's `__shfl_sync` / `__shfl_xor_sync` issue them
+/// with a full mask. A warp register is an array of 32 values indexed by lane; lane L is in group
+/// g = L / 4 with thread-in-group t = L % 4; a warpgroup's thread T is lane T % 32 of warp T / 32.
 ///
 /// Arithmetic contract. The bf16x2 operations are exact: every result is the correctly rounded
 /// (nearest, ties to even) bf16 of the exact product or exact a·b + c, subnormal results kept,
@@ -39,9 +41,11 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "../detail/bits.hpp"
 
@@ -654,6 +658,114 @@ inline std::uint32_t shfl_sync_idx(const std::uint32_t v[lanes], int lane, int s
 /// read, as in CUDA).
 inline std::uint32_t shfl_sync_xor(const std::uint32_t v[lanes], int lane, int mask, int width) {
   return detail::shfl(v, lane, mask, width, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warpgroup MMA (sm_90a)
+
+/// The fields of a `wgmma` shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+/// bits 0–13 the start address, 16–29 the leading-dimension byte offset, 32–45 the stride-dimension
+/// byte offset, each in units of 16 bytes; 49–51 the base offset; 62–63 the swizzle (0 none,
+/// 1 128-byte, 2 64-byte, 3 32-byte).
+struct wgmma_descriptor {
+  std::uint32_t start = 0, leading = 0, stride = 0; ///< bytes
+  int base_offset = 0;
+  int swizzle_width = 16; ///< bytes of a swizzled row: 128, 64, 32, or 16 (none)
+};
+
+inline wgmma_descriptor decode_wgmma_descriptor(std::uint64_t bits) noexcept {
+  static constexpr int widths[4] = {16, 128, 64, 32};
+  wgmma_descriptor d;
+  d.start = static_cast<std::uint32_t>(bits & 0x3FFF) * 16;
+  d.leading = static_cast<std::uint32_t>((bits >> 16) & 0x3FFF) * 16;
+  d.stride = static_cast<std::uint32_t>((bits >> 32) & 0x3FFF) * 16;
+  d.base_offset = static_cast<int>((bits >> 49) & 7);
+  d.swizzle_width = widths[(bits >> 62) & 3];
+  return d;
+}
+
+/// The shared-memory address of byte `k_byte` of row `row` of a K-major operand (PTX ISA, "Shared
+/// Memory Matrix Layout", canonical layouts): rows in groups of eight, `stride` bytes apart.
+/// Without swizzle a group is 8 × 16-byte core matrices, K-adjacent ones `leading` bytes apart,
+/// row r at 16·r. With a swizzle of W bytes a group is eight W-byte rows (LBO unused) and the
+/// 16-byte chunk of the address, bits [4, 4 + log2(W / 16)), is XORed with bits [7, …) of it.
+inline std::uint32_t wgmma_kmajor_address(const wgmma_descriptor& d, int row, int k_byte) {
+  const auto r = static_cast<std::uint32_t>(row), k = static_cast<std::uint32_t>(k_byte);
+  if (d.swizzle_width == 16)
+    return d.start + (r / 8) * d.stride + (k / 16) * d.leading + (r % 8) * 16 + k % 16;
+  if (k_byte >= d.swizzle_width)
+    throw std::invalid_argument("wgmma: byte " + std::to_string(k_byte) +
+                                " of a row is beyond the " + std::to_string(d.swizzle_width) +
+                                "-byte swizzle");
+  const std::uint32_t address =
+      d.start + (r / 8) * d.stride + (r % 8) * static_cast<std::uint32_t>(d.swizzle_width) + k;
+  const std::uint32_t chunk_bits = static_cast<std::uint32_t>(d.swizzle_width / 16 - 1);
+  return address ^ (((address >> 7) & chunk_bits) << 4);
+}
+
+namespace detail {
+
+/// The bf16 values of a rows × 16 K-major operand in `shared` (`shared_bytes` long), read through
+/// descriptor `bits`. Throws std::invalid_argument for what the emulation does not model (a
+/// nonzero base offset) and std::out_of_range for an address outside the shared memory.
+inline void wgmma_read_operand(double (*out)[16], int rows, std::uint64_t bits,
+                               const unsigned char* shared, std::size_t shared_bytes,
+                               const char* which) {
+  const wgmma_descriptor d = decode_wgmma_descriptor(bits);
+  if (d.base_offset != 0)
+    throw std::invalid_argument(std::string("wgmma: ") + which +
+                                "'s descriptor has a base offset; the emulation takes 0");
+  for (int row = 0; row < rows; ++row)
+    for (int k = 0; k < 16; ++k) {
+      const std::uint32_t address = wgmma_kmajor_address(d, row, 2 * k);
+      if (address + 2 > shared_bytes)
+        throw std::out_of_range(std::string("wgmma: ") + which + " row " + std::to_string(row) +
+                                ", k " + std::to_string(k) + " is at shared address " +
+                                std::to_string(address) + ", beyond the " +
+                                std::to_string(shared_bytes) + " bytes of shared memory");
+      out[row][k] = bf16_value(static_cast<std::uint16_t>(load_b16(shared + address)));
+    }
+}
+
+} // namespace detail
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16` over the 128 threads of a warpgroup,
+/// both operands K-major: D[64×n] = A[64×16]·B[n×16]ᵀ + (scale_d ? D : 0). D is `d[thread][i]`,
+/// n / 2 floats per thread, thread T's register i at (16·(T / 32) + g + 8·((i % 4) / 2),
+/// 8·(i / 4) + 2t + i % 2) with g, t of lane T % 32. A comes from `a_registers` (`[128][4]`,
+/// register r half h of thread T at (16·(T / 32), 0) + bf16_a_coord) when it is not null, else from
+/// shared memory through `a_descriptor`; B from shared memory through `b_descriptor`, addresses
+/// counted from `shared`. Each output is dot_add_bf16 under `model`; scale_d = 0 is modelled as an
+/// accumulator of +0.
+inline void wgmma_m64nNk16_bf16(int n, float* d, const std::uint32_t (*a_registers)[4],
+                                std::uint64_t a_descriptor, std::uint64_t b_descriptor,
+                                const unsigned char* shared, std::size_t shared_bytes, bool scale_d,
+                                mma_model model = default_mma_model) {
+  if (n < 8 || n > 256 || n % 8 != 0)
+    throw std::invalid_argument("wgmma: N must be a multiple of 8 from 8 to 256, not " +
+                                std::to_string(n));
+  double av[64][16];
+  static thread_local double bv[256][16];
+  if (a_registers != nullptr) {
+    for (int thread = 0; thread < 128; ++thread)
+      for (int r = 0; r < 4; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const coord mk = bf16_a_coord(thread % 32, r, h);
+          av[16 * (thread / 32) + mk.row][mk.col] =
+              bf16_value(detail::half_of(a_registers[thread][r], h));
+        }
+  } else {
+    detail::wgmma_read_operand(av, 64, a_descriptor, shared, shared_bytes, "A");
+  }
+  detail::wgmma_read_operand(bv, n, b_descriptor, shared, shared_bytes, "B");
+  const int per_thread = n / 2;
+  for (int thread = 0; thread < 128; ++thread)
+    for (int i = 0; i < per_thread; ++i) {
+      const coord mn = accumulator_coord(thread % 32, i % 4);
+      const int m = 16 * (thread / 32) + mn.row, col = 8 * (i / 4) + mn.col;
+      float& out = d[thread * per_thread + i];
+      out = dot_add_bf16(model, av[m], bv[col], scale_d ? out : 0.0f);
+    }
 }
 
 } // namespace ptx

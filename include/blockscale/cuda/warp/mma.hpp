@@ -62,7 +62,7 @@ struct coord {
 };
 
 /// Which instruction an atom is (the host emulation dispatches on it).
-enum class mma_kind { bf16_m16n8k16, e2m1_m16n8k64 };
+enum class mma_kind { bf16_m16n8k16, e2m1_m16n8k64, wgmma_bf16_ss, wgmma_bf16_rs };
 
 /// The registers of every m16n8 atom of this file. A: four b32, B: two b32 (two bf16 each, low
 /// half first, or eight E2M1 each, element i in bits [4i, 4i + 4)). The accumulator: four floats,
