@@ -81,6 +81,19 @@ namespace detail {
 BLOCKSCALE_HOST_DEVICE constexpr coord accumulator_coord(int lane, int reg) noexcept {
   return {lane / 4 + 8 * (reg >> 1), 2 * (lane % 4) + (reg & 1)};
 }
+
+/// What the traits of every m16n8 op share: the fragments and the accumulator's map.
+struct m16n8_traits {
+  static constexpr int m = 16, n = 8;
+  using a_fragment = warp::a_fragment;
+  using b_fragment = warp::b_fragment;
+  using c_fragment = accumulator_fragment;
+
+  /// (m, n) of C and D.
+  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
+    return accumulator_coord(lane, reg);
+  }
+};
 } // namespace detail
 
 /// The traits of an MMA op (specialised for each op below): kind, m, n, k, the fragment types,
@@ -117,12 +130,9 @@ struct sm80_mma_m16n8k16_f32_bf16 {
 };
 
 template <>
-struct mma_traits<sm80_mma_m16n8k16_f32_bf16> {
+struct mma_traits<sm80_mma_m16n8k16_f32_bf16> : detail::m16n8_traits {
   static constexpr mma_kind kind = mma_kind::bf16_m16n8k16;
-  static constexpr int m = 16, n = 8, k = 16;
-  using a_fragment = warp::a_fragment;
-  using b_fragment = warp::b_fragment;
-  using c_fragment = accumulator_fragment;
+  static constexpr int k = 16;
 
   /// (m, k) of register `reg`, half `half` of lane `lane`'s A fragment.
   BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int half) noexcept {
@@ -131,10 +141,6 @@ struct mma_traits<sm80_mma_m16n8k16_f32_bf16> {
   /// (n, k) of B.
   BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int half) noexcept {
     return {lane / 4, 2 * (lane % 4) + half + 8 * reg};
-  }
-  /// (m, n) of C and D.
-  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
-    return detail::accumulator_coord(lane, reg);
   }
 };
 
@@ -198,16 +204,14 @@ struct sm120_mma_m16n8k64_f32_e2m1 {
 };
 
 template <class Scale, scale_vector Vector, int ByteA, int ThreadA, int ByteB, int ThreadB>
-struct mma_traits<sm120_mma_m16n8k64_f32_e2m1<Scale, Vector, ByteA, ThreadA, ByteB, ThreadB>> {
+struct mma_traits<sm120_mma_m16n8k64_f32_e2m1<Scale, Vector, ByteA, ThreadA, ByteB, ThreadB>>
+    : detail::m16n8_traits {
   static constexpr mma_kind kind = mma_kind::e2m1_m16n8k64;
-  static constexpr int m = 16, n = 8, k = 64;
+  static constexpr int k = 64;
   static constexpr int vector = static_cast<int>(Vector);
   static constexpr int scale_block = k / vector; ///< elements per scale
   static constexpr int byte_a = ByteA, thread_a = ThreadA, byte_b = ByteB, thread_b = ThreadB;
   using scale_type = Scale;
-  using a_fragment = warp::a_fragment;
-  using b_fragment = warp::b_fragment;
-  using c_fragment = accumulator_fragment;
 
   /// (m, k) of nibble `nibble` of register `reg` of lane `lane`.
   BLOCKSCALE_HOST_DEVICE static constexpr coord a_coord(int lane, int reg, int nibble) noexcept {
@@ -216,9 +220,6 @@ struct mma_traits<sm120_mma_m16n8k64_f32_e2m1<Scale, Vector, ByteA, ThreadA, Byt
   /// (n, k) of B.
   BLOCKSCALE_HOST_DEVICE static constexpr coord b_coord(int lane, int reg, int nibble) noexcept {
     return {lane / 4, 8 * (lane % 4) + nibble + 32 * reg};
-  }
-  BLOCKSCALE_HOST_DEVICE static constexpr coord c_coord(int lane, int reg) noexcept {
-    return detail::accumulator_coord(lane, reg);
   }
   /// The lane whose scale register holds row m's scales (m < 16).
   BLOCKSCALE_HOST_DEVICE static constexpr int scale_a_lane(int row) noexcept {
