@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The ctest blockscale_wgmma_static: reads the sm_90a SASS of wgmma_kernels.cu's object and fails
-unless each kernel wgmma_ss_then_rs<N> holds exactly one HGMMA.64xNx16.F32.BF16 reading A through
-a descriptor (gdesc) and one reading A from registers, and uses no local memory. Skips (77)
-without cuobjdump, found as cuda_static.py finds it."""
+"""The ctest blockscale_wgmma_static: reads the sm_90a SASS of wgmma_kernels.cu's and
+async_kernels.cu's objects and fails unless each kernel wgmma_ss_then_rs<N> holds exactly one
+HGMMA.64xNx16.F32.BF16 reading A through a descriptor (gdesc) and one reading A from registers,
+the warp-specialised test program's kernel holds every instruction of the asynchronous units it
+uses (ASYNC_SASS), and no kernel uses local memory. Skips (77) without cuobjdump, found as
+cuda_static.py finds it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,14 @@ from cuda_static import demangle, find_tool, resource_usage, run  # noqa: E402
 
 N_VALUES = (8, 16, 32, 64, 128, 256)
 
+# The SASS of each asynchronous operation of cuda/warp/async.hpp, as ptxas 13 writes it for sm_90a:
+# mbarrier_init, mbarrier_arrive(_expect_tx), mbarrier_wait, tma_load_2d, tma_store_2d,
+# fence_proxy_async, setmaxnreg_inc and _dec.
+ASYNC_SASS = ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT",
+              "UTMALDG.2D", "UTMASTG.2D", "FENCE.VIEW.ASYNC.S", "USETMAXREG.TRY_ALLOC",
+              "USETMAXREG.DEALLOC")
+ASYNC_KERNEL = "specialized_program_kernel<blockscale_test::async_ring::ring_program>"
+
 
 def main() -> int:
     objects = sys.argv[1:]
@@ -24,6 +34,7 @@ def main() -> int:
         return 77
     failures = []
     seen = {}
+    texts = {}
     for path in objects:
         function = None
         for line in run([cuobjdump, "-sass", "-arch", "sm_90a", path]).splitlines():
@@ -32,6 +43,8 @@ def main() -> int:
                 function = m.group(1)
                 seen[function] = []
                 continue
+            if function:
+                texts.setdefault(function, []).append(line)
             m = re.search(r"HGMMA\.64x(\d+)x16\.F32\.BF16 \S+, (\S+),", line)
             if m and function:
                 seen[function].append((int(m.group(1)), m.group(2).startswith("gdesc")))
@@ -51,6 +64,16 @@ def main() -> int:
                             f"want [({n}, False), ({n}, True)]")
         else:
             print(f"wgmma_ss_then_rs<{n}>: HGMMA.64x{n}x16.F32.BF16 with A by descriptor and in registers")
+    kernel = [m for m, d in names.items() if ASYNC_KERNEL in d]
+    if len(kernel) != 1:
+        failures.append(f"{ASYNC_KERNEL}: {len(kernel)} kernels in the sm_90a SASS, not 1")
+    else:
+        sass = "\n".join(texts.get(kernel[0], []))
+        missing = [op for op in ASYNC_SASS if op not in sass]
+        if missing:
+            failures.append(f"{ASYNC_KERNEL}: no {', '.join(missing)} in its SASS")
+        else:
+            print(f"{ASYNC_KERNEL}: {', '.join(ASYNC_SASS)}")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0

@@ -95,6 +95,20 @@ __global__ void __launch_bounds__(Program::threads, detail::min_ctas_per_sm<Prog
   program.end(warp, cta, shared, state);
 }
 
+/// Runs one CTA of a *warp-specialised* program (emulation/host_async.hpp describes the kind):
+/// `program.run(warp, cta, shared)` once per warp, which synchronise through `sync_cta`, mbarriers
+/// and the asynchronous units (cuda/warp/async.hpp). The program is a `__grid_constant__`
+/// parameter, so the TMA tensor maps it holds are usable as they are; its shared storage is
+/// dynamic and aligned to 1024 bytes (the 128-byte swizzle's atom).
+template <class Program>
+__global__ void __launch_bounds__(Program::warps* warp_size, 1)
+    specialized_program_kernel(const __grid_constant__ Program program) {
+  extern __shared__ __align__(1024) unsigned char specialized_shared[];
+  auto& shared = *reinterpret_cast<typename Program::shared_storage*>(specialized_shared);
+  device_warp warp;
+  program.run(warp, cta_coord{blockIdx.x, gridDim.x}, shared);
+}
+
 /// Queues programs on `stream`.
 struct device_runner {
   cudaStream_t stream = nullptr;
@@ -128,6 +142,27 @@ struct device_runner {
         <<<static_cast<unsigned>(ctas), Program::threads, bytes, stream>>>(program);
     return detail::cuda_status(cudaGetLastError(), "kernel launch");
   }
+  /// Queues a warp-specialised program over `ctas` CTAs.
+  template <class Program>
+  status run_specialized(const Program& program, std::size_t ctas) {
+    if (ctas == 0)
+      return {};
+    constexpr int bytes = static_cast<int>(sizeof(typename Program::shared_storage));
+    if (bytes > 48 * 1024) {
+      const status set = detail::cuda_status(
+          cudaFuncSetAttribute(specialized_program_kernel<Program>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "cudaFuncSetAttribute (dynamic shared memory)");
+      if (!set) {
+        (void)cudaGetLastError();
+        return set;
+      }
+    }
+    specialized_program_kernel<Program>
+        <<<static_cast<unsigned>(ctas), Program::warps * warp_size, bytes, stream>>>(program);
+    return detail::cuda_status(cudaGetLastError(), "kernel launch");
+  }
+
   std::size_t persistent_ctas() const {
     int device = 0, sms = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||

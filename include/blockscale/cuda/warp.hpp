@@ -32,11 +32,15 @@
 ///   to shared memory, of which the first `valid` are read and the rest zero-filled.
 ///   `commit_async()` closes a group of them, `wait_async<N>()` waits until at most N groups are
 ///   in flight (`cp.async.commit_group`, `cp.async.wait_group`).
+/// - In warp-specialised programs (cuda/runner.cuh `run_specialized`, emulation/host_async.hpp):
+///   `sync_cta`, the mbarrier operations, TMA loads and stores, `fence_proxy_async` and
+///   `setmaxnreg_inc` / `_dec` of cuda/warp/async.hpp.
 #pragma once
 
 #include <cstdint>
 
 #include "../config.hpp"
+#include "warp/async.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -158,6 +162,159 @@ public:
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
 #endif
     return d;
+  }
+
+  // The asynchronous units of sm_90 (cuda/warp/async.hpp). Every lane of the warp calls each
+  // function; where the instruction is one thread's, lane 0 issues it. Below sm_90 they trap.
+
+  /// `__syncthreads()`: every warp of the CTA.
+  __device__ __forceinline__ static void sync_cta() noexcept {
+    __syncthreads();
+  }
+
+  /// Initialises `b` to expect `arrivals` arrivals per phase (warps calling mbarrier_arrive).
+  __device__ __forceinline__ static void mbarrier_init(warp::mbarrier& b, int arrivals) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane() == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(&b)),
+                   "r"(arrivals)
+                   : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncwarp();
+#else
+    (void)b, (void)arrivals;
+    __trap();
+#endif
+  }
+  /// One arrival of the warp on `b`, after every lane's earlier accesses (`__syncwarp`).
+  __device__ __forceinline__ static void mbarrier_arrive(warp::mbarrier& b) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __syncwarp();
+    if (lane() == 0)
+      asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                       shared_address(&b))
+                   : "memory");
+#else
+    (void)b;
+    __trap();
+#endif
+  }
+  /// One arrival that also expects `bytes` of transactions (a TMA load's box) in this phase.
+  __device__ __forceinline__ static void mbarrier_arrive_expect_tx(warp::mbarrier& b,
+                                                                   std::uint32_t bytes) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __syncwarp();
+    if (lane() == 0)
+      asm volatile(
+          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(&b)),
+          "r"(bytes)
+          : "memory");
+#else
+    (void)b, (void)bytes;
+    __trap();
+#endif
+  }
+  /// Waits, in every lane, until the phase of `b` with parity `parity` has completed.
+  __device__ __forceinline__ static void mbarrier_wait(warp::mbarrier& b,
+                                                       std::uint32_t parity) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    std::uint32_t done = 0;
+    do {
+      asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                   " selp.u32 %0, 1, 0, p;\n}\n"
+                   : "=r"(done)
+                   : "r"(shared_address(&b)), "r"(parity)
+                   : "memory");
+    } while (done == 0);
+#else
+    (void)b, (void)parity;
+    __trap();
+#endif
+  }
+  /// The TMA load of the box at element (x, y) of `map` into shared memory at `to`, completing
+  /// its bytes on `b` (whose phase must expect them).
+  __device__ __forceinline__ static void tma_load_2d(void* to, const warp::tensor_map& map, int x,
+                                                     int y, warp::mbarrier& b) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane() == 0)
+      asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                   " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(shared_address(to)),
+                   "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(x), "r"(y),
+                   "r"(shared_address(&b))
+                   : "memory");
+#else
+    (void)to, (void)map, (void)x, (void)y, (void)b;
+    __trap();
+#endif
+  }
+  /// The TMA store of the box at `from` in shared memory to element (x, y) of `map` (the part
+  /// inside the tensor). Shared memory written by ordinary stores needs `fence_proxy_async` first.
+  __device__ __forceinline__ static void tma_store_2d(const warp::tensor_map& map, int x, int y,
+                                                      const void* from) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane() == 0)
+      asm volatile(
+          "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+              reinterpret_cast<std::uint64_t>(&map)),
+          "r"(x), "r"(y), "r"(shared_address(from))
+          : "memory");
+#else
+    (void)map, (void)x, (void)y, (void)from;
+    __trap();
+#endif
+  }
+  /// Closes the group of this warp's TMA stores issued since the last commit.
+  __device__ __forceinline__ static void tma_store_commit() noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane() == 0)
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+  }
+  /// Waits until at most `N` of this warp's store groups still read their shared memory.
+  template <int N>
+  __device__ __forceinline__ static void tma_store_wait() noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane() == 0)
+      asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+    __syncwarp();
+#else
+    __trap();
+#endif
+  }
+  /// `fence.proxy.async.shared::cta`: this thread's shared-memory writes become visible to the
+  /// async proxy (TMA stores, wgmma's shared operands) that a barrier orders after it.
+  __device__ __forceinline__ static void fence_proxy_async() noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+    __trap();
+#endif
+  }
+  /// `setmaxnreg.inc` / `.dec` to `Registers` per thread, warpgroup-wide (sm_90a; elsewhere and
+  /// on the host nothing). Honoured only when the kernel's register count is capped at launch.
+  template <int Registers>
+  __device__ __forceinline__ static void setmaxnreg_inc() noexcept {
+    static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0,
+                  "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Registers));
+#endif
+  }
+  template <int Registers>
+  __device__ __forceinline__ static void setmaxnreg_dec() noexcept {
+    static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0,
+                  "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Registers));
+#endif
+  }
+
+private:
+  __device__ __forceinline__ static std::uint32_t shared_address(const void* p) noexcept {
+    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
   }
 };
 #endif
