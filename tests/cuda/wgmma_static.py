@@ -2,8 +2,9 @@
 """The ctest blockscale_wgmma_static: reads the sm_90a SASS of wgmma_kernels.cu's and
 async_kernels.cu's objects and fails unless each kernel wgmma_ss_then_rs<N> holds exactly one
 HGMMA.64xNx16.F32.BF16 reading A through a descriptor (gdesc) and one reading A from registers,
-the warp-specialised test program's kernel holds every instruction of the asynchronous units it
-uses (ASYNC_SASS), and no kernel uses local memory. Skips (77) without cuobjdump, found as
+the warp-specialised ring program's kernel holds every instruction of the asynchronous units it
+uses (ASYNC_SASS), the warp-specialised GEMM's kernel both HGMMA.64x32x16.F32.BF16 forms, and no
+kernel uses local memory. Skips (77) without cuobjdump, found as
 cuda_static.py finds it."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ ASYNC_SASS = ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.T
               "UTMALDG.2D", "UTMASTG.2D", "FENCE.VIEW.ASYNC.S", "USETMAXREG.TRY_ALLOC",
               "USETMAXREG.DEALLOC")
 ASYNC_KERNEL = "specialized_program_kernel<blockscale_test::async_ring::ring_program>"
+# The warp-specialised GEMM issues wgmma m64n32k16 with A by descriptor or in registers.
+GEMM_KERNEL = "specialized_program_kernel<blockscale_test::async_gemm::gemm_program>"
 
 
 def main() -> int:
@@ -74,6 +77,14 @@ def main() -> int:
             failures.append(f"{ASYNC_KERNEL}: no {', '.join(missing)} in its SASS")
         else:
             print(f"{ASYNC_KERNEL}: {', '.join(ASYNC_SASS)}")
+    kernel = [m for m, d in names.items() if GEMM_KERNEL in d]
+    if len(kernel) != 1:
+        failures.append(f"{GEMM_KERNEL}: {len(kernel)} kernels in the sm_90a SASS, not 1")
+    elif sorted(set(seen[kernel[0]])) != [(32, False), (32, True)]:
+        failures.append(f"{GEMM_KERNEL}: HGMMA (N, A by descriptor) {sorted(set(seen[kernel[0]]))}, "
+                        "want [(32, False), (32, True)]")
+    else:
+        print(f"{GEMM_KERNEL}: HGMMA.64x32x16.F32.BF16 with A by descriptor and in registers")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0

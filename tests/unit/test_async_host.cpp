@@ -1,6 +1,7 @@
 // The warp-specialised programs' emulation (emulation/host_async.hpp): a producer warp feeding a
-// ring of shared-memory stages by TMA under mbarriers and two consumer warps storing by TMA, run
-// over every swizzle, ragged shapes and random interleavings against a direct computation; each
+// ring of shared-memory stages by TMA under mbarriers and two consumer warps storing by TMA, and a
+// GEMM whose consumer warpgroup multiplies the stages with the warpgroup MMA (SS and RS), run
+// over every swizzle, ragged shapes and random interleavings against direct computations; each
 // rule the device imposes broken on purpose, one at a time, and caught; the TMA box's landing
 // bytes against an independent statement of the swizzles.
 #include <blockscale/emulation/host_async.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "async_gemm.hpp"
 #include "async_ring.hpp"
 
 namespace {
@@ -217,4 +219,108 @@ TEST_CASE("tensor maps and mbarriers refuse bad arguments", "[emulation][async]"
   CHECK_THROWS_WITH(make_tensor_map_2d(base, 2, 8, 64, 128, 8, 32, smem_swizzle::bytes128),
                     Catch::Contains("exactly as wide"));
   CHECK_NOTHROW(make_tensor_map_2d(base, 2, 8, 64, 128, 8, 64, smem_swizzle::bytes128));
+}
+
+namespace {
+
+namespace ag = blockscale_test::async_gemm;
+
+struct gemm_case {
+  int m, n, k;
+};
+
+/// Runs the warp-specialised GEMM on m × k and n × k bf16 operands (`integers`: small integers,
+/// whose sums are exact; else random values within ±4) and counts the outputs that differ from
+/// the reference: the exact integer product, or the chain of the sm_90 dot-adds in k order.
+int gemm_mismatches(const gemm_case& g, ag::form f, bool integers, std::uint64_t seed,
+                    ag::bug planted = ag::bug::none) {
+  const int lda = (g.k + 7) / 8 * 8; // rows 16-byte aligned
+  std::vector<std::uint16_t> a(static_cast<std::size_t>(g.m) * lda),
+      b(static_cast<std::size_t>(g.n) * lda);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 7;
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(state >> 33);
+  };
+  for (auto* v : {&a, &b})
+    for (std::uint16_t& x : *v)
+      x = integers
+              ? emulation::ptx::bf16_round(static_cast<int>(next() % 9) - 4)
+              : emulation::ptx::bf16_round((static_cast<double>(next()) / 2147483648.0 - 0.5) * 8);
+  std::vector<float> c(static_cast<std::size_t>(g.m) * g.n, -1.0f);
+  ag::gemm_program p;
+  p.a_map = emulation::make_tensor_map_2d(
+      a.data(), 2, static_cast<std::uint64_t>(g.m), static_cast<std::uint64_t>(g.k),
+      static_cast<std::uint64_t>(lda) * 2, ag::tile_m, ag::k_step, smem_swizzle::bytes32);
+  p.b_map = emulation::make_tensor_map_2d(
+      b.data(), 2, static_cast<std::uint64_t>(g.n), static_cast<std::uint64_t>(g.k),
+      static_cast<std::uint64_t>(lda) * 2, ag::tile_n, ag::k_step, smem_swizzle::bytes32);
+  p.c = c.data();
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.f = f;
+  p.planted = planted;
+  const std::size_t ctas = static_cast<std::size_t>((g.m + ag::tile_m - 1) / ag::tile_m) *
+                           static_cast<std::size_t>(p.tiles_n());
+  emulation::run_specialized_grid(p, ctas, seed, emulation::ptx::mma_model::sm90);
+  int wrong = 0;
+  for (int i = 0; i < g.m; ++i)
+    for (int j = 0; j < g.n; ++j) {
+      float want = 0.0f;
+      if (integers) {
+        long long sum = 0;
+        for (int kk = 0; kk < g.k; ++kk)
+          sum += static_cast<long long>(
+                     emulation::ptx::bf16_value(a[static_cast<std::size_t>(i) * lda + kk])) *
+                 static_cast<long long>(
+                     emulation::ptx::bf16_value(b[static_cast<std::size_t>(j) * lda + kk]));
+        want = static_cast<float>(sum);
+      } else {
+        for (int s = 0; s * ag::k_step < g.k; ++s) {
+          double av[16] = {}, bv[16] = {};
+          for (int kk = 0; kk < 16 && s * 16 + kk < g.k; ++kk) {
+            av[kk] = emulation::ptx::bf16_value(a[static_cast<std::size_t>(i) * lda + s * 16 + kk]);
+            bv[kk] = emulation::ptx::bf16_value(b[static_cast<std::size_t>(j) * lda + s * 16 + kk]);
+          }
+          want = emulation::ptx::dot_add_bf16(emulation::ptx::mma_model::sm90, av, bv,
+                                              s == 0 ? 0.0f : want);
+        }
+      }
+      const float got = c[static_cast<std::size_t>(i) * g.n + j];
+      wrong += std::memcmp(&got, &want, sizeof got) != 0;
+    }
+  return wrong;
+}
+
+const gemm_case gemm_cases[] = {{64, 32, 16}, {100, 48, 40}, {130, 64, 88}};
+
+} // namespace
+
+TEST_CASE("a warp-specialised GEMM with the warpgroup MMA computes C = A · Bᵀ bit for bit",
+          "[emulation][async][wgmma]") {
+  for (const gemm_case& g : gemm_cases)
+    for (const ag::form f : {ag::form::ss, ag::form::rs})
+      for (const bool integers : {true, false})
+        for (std::uint64_t seed : {0u, 1u, 2u}) {
+          INFO(g.m << "x" << g.n << "x" << g.k << (f == ag::form::ss ? " SS" : " RS")
+                   << (integers ? ", integers" : ", random") << ", seed " << seed);
+          CHECK(gemm_mismatches(g, f, integers, seed) == 0);
+        }
+}
+
+TEST_CASE("the warpgroup MMA's rules, broken, are caught", "[emulation][async][wgmma]") {
+  const gemm_case g = gemm_cases[1];
+  for (const ag::form f : {ag::form::ss, ag::form::rs}) {
+    CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 0, ag::bug::no_wgmma_fence),
+                      Catch::Contains("no wgmma_fence"));
+    // Accumulators read before the last wait hold NaN.
+    CHECK(gemm_mismatches(g, f, true, 0, ag::bug::read_before_wait) == g.m * g.n);
+    CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 0, ag::bug::missing_warp),
+                      Catch::Contains("deadlock") && Catch::Contains("warpgroup 0"));
+    CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 1, ag::bug::disagree),
+                      Catch::Contains("different wgmma"));
+    CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 0, ag::bug::scribble_b),
+                      Catch::Contains("operand B") && Catch::Contains("fence_proxy_async"));
+  }
 }

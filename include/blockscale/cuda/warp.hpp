@@ -34,13 +34,16 @@
 ///   in flight (`cp.async.commit_group`, `cp.async.wait_group`).
 /// - In warp-specialised programs (cuda/runner.cuh `run_specialized`, emulation/host_async.hpp):
 ///   `sync_cta`, the mbarrier operations, TMA loads and stores, `fence_proxy_async` and
-///   `setmaxnreg_inc` / `_dec` of cuda/warp/async.hpp.
+///   `setmaxnreg_inc` / `_dec` of cuda/warp/async.hpp; `shared_address(p)`; and the warpgroup
+///   MMA: `wgmma(atom, d, a, b, accumulate)` (A a descriptor or a fragment), `wgmma_fence()`,
+///   `wgmma_commit()`, `wgmma_wait<N>()` (cuda/warp/wgmma.hpp).
 #pragma once
 
 #include <cstdint>
 
 #include "../config.hpp"
 #include "warp/async.hpp"
+#include "warp/wgmma.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -312,9 +315,36 @@ public:
 #endif
   }
 
-private:
+  /// The shared-memory address of `p` (what descriptors and the asynchronous units take).
   __device__ __forceinline__ static std::uint32_t shared_address(const void* p) noexcept {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+  }
+
+  // Hopper's warpgroup MMA (cuda/warp/wgmma.hpp), issued by the four warps of a warpgroup.
+
+  /// One wgmma of this thread's warpgroup: `d = a · bᵀ + (accumulate ? d : 0)`, A by descriptor
+  /// (SS) or from this thread's fragment (RS), B by descriptor.
+  template <class Atom, int N>
+  __device__ __forceinline__ static void wgmma(Atom, lanes<warp::wgmma_accumulator<N>>& d,
+                                               warp::smem_descriptor a, warp::smem_descriptor b,
+                                               bool accumulate) noexcept {
+    Atom::fma(d.value, a, b, accumulate);
+  }
+  template <class Atom, int N>
+  __device__ __forceinline__ static void wgmma(Atom, lanes<warp::wgmma_accumulator<N>>& d,
+                                               const lanes<warp::a_fragment>& a,
+                                               warp::smem_descriptor b, bool accumulate) noexcept {
+    Atom::fma(d.value, a.value, b, accumulate);
+  }
+  __device__ __forceinline__ static void wgmma_fence() noexcept {
+    warp::wgmma_fence();
+  }
+  __device__ __forceinline__ static void wgmma_commit() noexcept {
+    warp::wgmma_commit_group();
+  }
+  template <int N>
+  __device__ __forceinline__ static void wgmma_wait() noexcept {
+    warp::wgmma_wait_group<N>();
   }
 };
 #endif

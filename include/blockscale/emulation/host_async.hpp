@@ -26,23 +26,32 @@
 ///   `tma_store_wait` retires their group, or when the CTA ends.
 /// - **Deadlock**: when no warp can run and no load is in flight, `sync_error` describes what
 ///   each warp waits for. A warp that returns while others wait at `sync_cta` is one.
+/// - **The warpgroup MMA** runs when the four warps of its warpgroup have issued it (they must
+///   agree on it), reads its shared operands as the async proxy sees them (unpublished ordinary
+///   stores throw), and computes with emulation/ptx.hpp under the CTA's model. The accumulators
+///   hold NaN until a `wgmma_wait` retires the group; a later wgmma on the same accumulator
+///   chains on the result in flight. A wgmma with no `wgmma_fence` since the warp's last
+///   `wgmma_wait` throws (stricter than the PTX ISA; what CUTLASS's mainloops do).
 /// - `setmaxnreg` does nothing.
 ///
 /// Not modelled: clusters and multicast, TMA im2col and reductions, more than two dimensions, and
 /// swizzled boxes whose rows are narrower than the swizzle.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../cuda/warp.hpp"
@@ -431,12 +440,136 @@ private:
     }
   }
 
+  // --- the warpgroup MMA ---
+
+  /// One warp's part of a warpgroup MMA: what it passed.
+  struct wgmma_part {
+    int n = 0;
+    bool registers_a = false; ///< RS: A from `a`; SS: through `a_bits`
+    std::uint64_t a_bits = 0, b_bits = 0;
+    bool accumulate = false;
+    float* d = nullptr;               ///< 32 lanes × n / 2 floats
+    const std::uint32_t* a = nullptr; ///< 32 lanes × 4 words (RS)
+  };
+  struct warpgroup {
+    wgmma_part parts[4];
+    int arrived = 0;
+    std::uint64_t completed = 0; ///< wgmma done so far
+  };
+  /// A result in flight: it reaches the warp's registers when a wgmma_wait retires its group.
+  struct wgmma_result {
+    float* d;
+    std::vector<float> values;
+  };
+  struct warp_wgmma {
+    bool fenced = false;
+    std::vector<wgmma_result> open;                   ///< since the last commit
+    std::vector<std::vector<wgmma_result>> committed; ///< oldest first
+  };
+
+  /// The values warp w's accumulator `d` holds for the next wgmma: the newest result in flight
+  /// for it, else its registers.
+  std::vector<float> accumulator_input(int w, const float* d, int count) const {
+    const warp_wgmma& ww = wgmma_[static_cast<std::size_t>(w)];
+    for (auto r = ww.open.rbegin(); r != ww.open.rend(); ++r)
+      if (r->d == d)
+        return r->values;
+    for (auto g = ww.committed.rbegin(); g != ww.committed.rend(); ++g)
+      for (auto r = g->rbegin(); r != g->rend(); ++r)
+        if (r->d == d)
+          return r->values;
+    return std::vector<float>(d, d + count);
+  }
+
+  void read_async_operand(std::uint64_t bits, int rows, const char* which) const {
+    static thread_local double live[256][16], seen[256][16];
+    ptx::detail::wgmma_read_operand(live, rows, bits, shared_, shared_bytes_, which);
+    ptx::detail::wgmma_read_operand(seen, rows, bits, async_view_.data(), shared_bytes_, which);
+    if (std::memcmp(live, seen, sizeof(double) * 16 * static_cast<std::size_t>(rows)) != 0)
+      throw sync_error(std::string("wgmma: operand ") + which +
+                       " holds shared bytes written by ordinary stores that no "
+                       "fence_proxy_async made visible to the async proxy");
+  }
+
+  /// Warp w's part of a wgmma; the fourth warp of the warpgroup to arrive runs it.
+  void issue_wgmma(std::unique_lock<std::mutex>& lock, int w, const wgmma_part& part) {
+    warp_wgmma& ww = wgmma_[static_cast<std::size_t>(w)];
+    if (!ww.fenced)
+      throw sync_error("wgmma: warp " + std::to_string(w) +
+                       " issued a wgmma with no wgmma_fence since its last wgmma_wait");
+    const std::size_t g = static_cast<std::size_t>(w / 4);
+    if ((g + 1) * 4 > slots_.size())
+      throw sync_error("wgmma: warp " + std::to_string(w) +
+                       " is not in a whole warpgroup (four warps from a multiple of 4)");
+    warpgroup& group = warpgroups_[g];
+    group.parts[w % 4] = part;
+    if (++group.arrived < 4) {
+      const std::uint64_t done = group.completed;
+      warpgroup* p = &group;
+      block(
+          lock, w, [p, done] { return p->completed != done; },
+          "the other warps of warpgroup " + std::to_string(g) + " to issue their wgmma (" +
+              std::to_string(group.arrived) + " of 4 there)");
+      return;
+    }
+    group.arrived = 0;
+    const wgmma_part& first = group.parts[0];
+    for (const wgmma_part& q : group.parts)
+      if (q.n != first.n || q.registers_a != first.registers_a || q.b_bits != first.b_bits ||
+          (!q.registers_a && q.a_bits != first.a_bits) || q.accumulate != first.accumulate)
+        throw sync_error("wgmma: the warps of warpgroup " + std::to_string(g) +
+                         " issued different wgmma (shape, form, descriptors or accumulate)");
+    const int n = first.n, per_thread = first.n / 2;
+    if (!first.registers_a)
+      read_async_operand(first.a_bits, 64, "A");
+    read_async_operand(first.b_bits, n, "B");
+    std::vector<float> d(static_cast<std::size_t>(128 * per_thread));
+    std::uint32_t a[128][4] = {};
+    for (int q = 0; q < 4; ++q) {
+      const int warp = static_cast<int>(g) * 4 + q;
+      const wgmma_part& pq = group.parts[q];
+      const std::vector<float> in = accumulator_input(warp, pq.d, 32 * per_thread);
+      std::copy(in.begin(), in.end(), d.begin() + q * 32 * per_thread);
+      if (pq.registers_a)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int r = 0; r < 4; ++r)
+            a[32 * q + lane][r] = pq.a[4 * lane + r];
+    }
+    ptx::wgmma_m64nNk16_bf16(n, d.data(), first.registers_a ? a : nullptr, first.a_bits,
+                             first.b_bits, async_view_.data(), shared_bytes_, first.accumulate,
+                             model_);
+    for (int q = 0; q < 4; ++q) {
+      const int warp = static_cast<int>(g) * 4 + q;
+      const wgmma_part& pq = group.parts[q];
+      wgmma_[static_cast<std::size_t>(warp)].open.push_back(
+          {pq.d, std::vector<float>(d.begin() + q * 32 * per_thread,
+                                    d.begin() + (q + 1) * 32 * per_thread)});
+      // The registers are the wgmma's until a wait retires it: reading them before reads NaN.
+      std::fill(pq.d, pq.d + 32 * per_thread, std::numeric_limits<float>::quiet_NaN());
+    }
+    ++group.completed;
+    block(
+        lock, w, [] { return true; }, "");
+  }
+
+  void retire_wgmma(int w, std::size_t keep) {
+    warp_wgmma& ww = wgmma_[static_cast<std::size_t>(w)];
+    while (ww.committed.size() > keep) {
+      for (const wgmma_result& r : ww.committed.front())
+        std::copy(r.values.begin(), r.values.end(), r.d);
+      ww.committed.erase(ww.committed.begin());
+    }
+    ww.fenced = false;
+  }
+
   unsigned char* shared_;
   std::size_t shared_bytes_;
   std::vector<unsigned char> async_view_;
   std::vector<slot> slots_;
   std::vector<tma_load> loads_;
   std::vector<store_groups> stores_ = std::vector<store_groups>(slots_.size());
+  std::vector<warpgroup> warpgroups_ = std::vector<warpgroup>(slots_.size() / 4);
+  std::vector<warp_wgmma> wgmma_ = std::vector<warp_wgmma>(slots_.size());
   std::uint64_t random_;
   std::uint64_t seed_;
   ptx::mma_model model_;
@@ -539,6 +672,62 @@ public:
     std::unique_lock<std::mutex> lock(cta_->mutex_);
     std::memcpy(cta_->async_view_.data(), cta_->shared_, cta_->shared_bytes_);
   }
+  /// The offset of `p` in the CTA's shared memory (the device's shared address).
+  std::uint32_t shared_address(const void* p) const {
+    return static_cast<std::uint32_t>(cta_->offset_of(p, 1, "shared_address"));
+  }
+
+  /// One wgmma of the warpgroup (emulation/ptx.hpp's arithmetic under the CTA's model), run when
+  /// its four warps have all issued it; the accumulators hold NaN until a wgmma_wait retires it.
+  template <class Atom, int N>
+  void wgmma(Atom, lanes<cuda::warp::wgmma_accumulator<N>>& d, cuda::warp::smem_descriptor a,
+             cuda::warp::smem_descriptor b, bool accumulate) const {
+    static_assert(std::is_same<Atom, cuda::warp::wgmma_bf16_ss<N>>::value,
+                  "wgmma with A by descriptor: the atom is wgmma_bf16_ss<N>");
+    host_async_cta::wgmma_part part;
+    part.n = N;
+    part.a_bits = a.bits;
+    part.b_bits = b.bits;
+    part.accumulate = accumulate;
+    part.d = &d[0].r[0];
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->issue_wgmma(lock, index(), part);
+  }
+  template <class Atom, int N>
+  void wgmma(Atom, lanes<cuda::warp::wgmma_accumulator<N>>& d,
+             const lanes<cuda::warp::a_fragment>& a, cuda::warp::smem_descriptor b,
+             bool accumulate) const {
+    static_assert(std::is_same<Atom, cuda::warp::wgmma_bf16_rs<N>>::value,
+                  "wgmma with A in registers: the atom is wgmma_bf16_rs<N>");
+    host_async_cta::wgmma_part part;
+    part.n = N;
+    part.registers_a = true;
+    part.b_bits = b.bits;
+    part.accumulate = accumulate;
+    part.d = &d[0].r[0];
+    part.a = &a[0].r[0];
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->issue_wgmma(lock, index(), part);
+  }
+  void wgmma_fence() const {
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->wgmma_[static_cast<std::size_t>(index())].fenced = true;
+  }
+  void wgmma_commit() const {
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    auto& ww = cta_->wgmma_[static_cast<std::size_t>(index())];
+    ww.committed.push_back(std::move(ww.open));
+    ww.open.clear();
+  }
+  template <int N>
+  void wgmma_wait() const {
+    static_assert(N >= 0 && N <= 7, "wgmma_wait<N>: N is 0 to 7");
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->retire_wgmma(index(), static_cast<std::size_t>(N));
+    cta_->block(
+        lock, index(), [] { return true; }, "");
+  }
+
   template <int Registers>
   static void setmaxnreg_inc() noexcept {
     static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0,
