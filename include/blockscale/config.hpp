@@ -21,6 +21,16 @@
 #define BLOCKSCALE_HOST_DEVICE
 #endif
 
+/// Put before a `BLOCKSCALE_HOST_DEVICE` function template that one nvcc translation unit
+/// instantiates both for the device Warp and for a host-only one (a warp-specialised program run
+/// on the GPU and by emulation/host_async.hpp's warps, whose calls are host functions): nvcc's
+/// `nv_exec_check_disable`, without which it refuses the host instantiation. Nothing elsewhere.
+#if defined(__CUDACC__) && !defined(__HIPCC__)
+#define BLOCKSCALE_HD_TEMPLATE _Pragma("nv_exec_check_disable")
+#else
+#define BLOCKSCALE_HD_TEMPLATE
+#endif
+
 /// Forces inlining of the per-element codec functions, whose call overhead would otherwise dominate
 /// the loops that call them.
 /// Full unrolling of a loop with a compile-time trip count in device code (register arrays stay

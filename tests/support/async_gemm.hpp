@@ -57,11 +57,13 @@ struct gemm_program {
   BLOCKSCALE_HOST_DEVICE int k_steps() const { return (k + k_step - 1) / k_step; }
 
   /// A K-major operand in a stage: rows of 32 bytes, groups of 8 rows 256 bytes apart.
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE static smem_descriptor descriptor(Warp& w, const unsigned char* stage) {
     return smem_descriptor::make(w.shared_address(stage), 16, 8 * row_bytes, smem_swizzle::bytes32);
   }
 
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void run(Warp& w, cta_coord cta, shared_storage& shared) const {
     if (w.index() == 4)
@@ -87,15 +89,17 @@ struct gemm_program {
     w.sync_cta();
   }
 
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void consume(Warp& w, int m0, int n0, shared_storage& shared) const {
     using traits =
         blockscale::cuda::warp::mma_traits<warp::sm90_wgmma_m64nNk16_f32_bf16_ss<tile_n>>;
     blockscale::cuda::lanes<Warp, warp::wgmma_accumulator<tile_n>> acc{};
+    const int warp_index = w.index(); // (lane lambdas call no Warp member: nvcc makes them HD)
     for (int step = 0; step < k_steps(); ++step) {
       const int s = step % stages;
       w.mbarrier_wait(shared.full[s], static_cast<std::uint32_t>((step / stages) & 1));
-      if (planted == bug::scribble_b && w.index() == 0 && step == 0)
+      if (planted == bug::scribble_b && warp_index == 0 && step == 0)
         w.each([&](int lane) {
           if (lane == 0)
             shared.b[s][0] ^= 1;
@@ -111,7 +115,7 @@ struct gemm_program {
         } else {
           blockscale::cuda::lanes<Warp, warp::a_fragment> fragment;
           w.each([&](int lane) {
-            const int thread = 32 * w.index() + lane;
+            const int thread = 32 * warp_index + lane;
             for (int r = 0; r < 4; ++r) {
               std::uint16_t half[2];
               for (int h = 0; h < 2; ++h) {
@@ -133,7 +137,7 @@ struct gemm_program {
       w.mbarrier_arrive(shared.empty[s]);
     }
     w.each([&](int lane) {
-      const int thread = 32 * w.index() + lane;
+      const int thread = 32 * warp_index + lane;
       for (int i = 0; i < tile_n / 2; ++i) {
         const warp::coord mn = traits::c_coord(thread, i);
         const int row = m0 + mn.row, col = n0 + mn.col;

@@ -63,6 +63,7 @@ struct ring_program {
         cuda::warp::swizzle_address(swizzle, static_cast<std::uint32_t>(logical)));
   }
 
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage& shared) const {
     if (warp.index() == 0 && planted != bug::no_init)
@@ -95,6 +96,7 @@ struct ring_program {
     warp.sync_cta();
   }
 
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, cta_coord cta, shared_storage& shared) const {
     warp.template setmaxnreg_inc<232>();

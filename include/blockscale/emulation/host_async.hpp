@@ -85,48 +85,33 @@ struct host_tensor_map {
 static_assert(sizeof(host_tensor_map) <= sizeof(cuda::warp::tensor_map),
               "the description fits a tensor map");
 
-/// A tensor map of the `rows` × `cols` tensor at `base` (elements of `element_bytes` bytes, rows
-/// `row_stride` bytes apart) whose TMA box is `box_rows` × `box_cols`, landing in shared memory
-/// row after row with `swizzle`. Checks what cuTensorMapEncodeTiled checks: a 16-byte aligned
-/// base and stride, boxes of 1 to 256 per dimension with rows a multiple of 16 bytes, and a
-/// swizzled row no wider than the swizzle (here: exactly as wide). Throws std::invalid_argument.
+/// The host's tensor map of `shape` (cuda/warp/async.hpp): std::invalid_argument naming the
+/// argument for what `tensor_map_2d_problem` refuses.
+inline cuda::warp::tensor_map make_tensor_map_2d(const cuda::warp::tensor_map_2d_shape& shape) {
+  const std::string problem = cuda::warp::tensor_map_2d_problem(shape);
+  if (!problem.empty())
+    throw std::invalid_argument("make_tensor_map_2d: " + problem);
+  host_tensor_map d;
+  d.element_bytes = static_cast<std::uint32_t>(shape.element_bytes);
+  d.base = reinterpret_cast<std::uintptr_t>(shape.base);
+  d.dims[0] = shape.cols;
+  d.dims[1] = shape.rows;
+  d.row_stride = shape.row_stride;
+  d.box[0] = static_cast<std::uint32_t>(shape.box_cols);
+  d.box[1] = static_cast<std::uint32_t>(shape.box_rows);
+  d.swizzle = shape.swizzle;
+  cuda::warp::tensor_map map{};
+  std::memcpy(map.bytes, &d, sizeof d);
+  return map;
+}
+
+/// The same, argument by argument.
 inline cuda::warp::tensor_map make_tensor_map_2d(const void* base, int element_bytes,
                                                  std::uint64_t rows, std::uint64_t cols,
                                                  std::uint64_t row_stride, int box_rows,
                                                  int box_cols, cuda::warp::smem_swizzle swizzle) {
-  const auto fail = [](const std::string& what) {
-    throw std::invalid_argument("make_tensor_map_2d: " + what);
-  };
-  if (base == nullptr || reinterpret_cast<std::uintptr_t>(base) % 16 != 0)
-    fail("base must be a 16-byte aligned address");
-  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4 && element_bytes != 8)
-    fail("element_bytes must be 1, 2, 4 or 8, not " + std::to_string(element_bytes));
-  if (rows == 0 || cols == 0 || rows > (std::uint64_t{1} << 32) || cols > (std::uint64_t{1} << 32))
-    fail("rows and cols must be 1 to 2^32");
-  if (row_stride % 16 != 0 || row_stride < cols * static_cast<std::uint64_t>(element_bytes))
-    fail("row_stride must be a multiple of 16 bytes holding a row, not " +
-         std::to_string(row_stride));
-  if (box_rows < 1 || box_rows > 256 || box_cols < 1 || box_cols > 256)
-    fail("box_rows and box_cols must be 1 to 256");
-  const int row_bytes = box_cols * element_bytes;
-  if (row_bytes % 16 != 0)
-    fail("a box row must be a multiple of 16 bytes, not " + std::to_string(row_bytes));
-  if (swizzle != cuda::warp::smem_swizzle::none && row_bytes != cuda::warp::swizzle_bytes(swizzle))
-    fail("a box row of " + std::to_string(row_bytes) + " bytes under a " +
-         std::to_string(cuda::warp::swizzle_bytes(swizzle)) +
-         "-byte swizzle: the emulation takes rows exactly as wide as the swizzle");
-  host_tensor_map d;
-  d.element_bytes = static_cast<std::uint32_t>(element_bytes);
-  d.base = reinterpret_cast<std::uintptr_t>(base);
-  d.dims[0] = cols;
-  d.dims[1] = rows;
-  d.row_stride = row_stride;
-  d.box[0] = static_cast<std::uint32_t>(box_cols);
-  d.box[1] = static_cast<std::uint32_t>(box_rows);
-  d.swizzle = swizzle;
-  cuda::warp::tensor_map map{};
-  std::memcpy(map.bytes, &d, sizeof d);
-  return map;
+  return make_tensor_map_2d(cuda::warp::tensor_map_2d_shape{
+      base, element_bytes, rows, cols, row_stride, box_rows, box_cols, swizzle});
 }
 
 namespace detail {

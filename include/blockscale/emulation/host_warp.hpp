@@ -40,8 +40,10 @@ public:
   template <class T>
   struct lanes {
     T values[cuda::warp_size];
-    T& operator[](int lane) noexcept { return values[lane]; }
-    const T& operator[](int lane) const noexcept { return values[lane]; }
+    // __host__ __device__ under nvcc only so that a program's lane lambdas, which nvcc makes
+    // __host__ __device__, may index them (see BLOCKSCALE_HD_TEMPLATE).
+    BLOCKSCALE_HOST_DEVICE T& operator[](int lane) noexcept { return values[lane]; }
+    BLOCKSCALE_HOST_DEVICE const T& operator[](int lane) const noexcept { return values[lane]; }
   };
 
   explicit host_warp(int index, async_copies copies = async_copies::eager,
