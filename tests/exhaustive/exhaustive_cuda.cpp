@@ -140,6 +140,16 @@ void cuda_all(const float* x, int n, std::uint8_t* out, F f) {
     out[i] = static_cast<std::uint8_t>(f(x[i]));
 }
 
+// One check: CUDA's conversion `cuda` and convert<T>(x, r, o) over `n` inputs, compared.
+template <class T, class F, class Rounding = bs::round_nearest_even,
+          class Overflow = bs::saturate_finite>
+void against_cuda(counts& c, int id, batch& b, const float* x, int n, const int* index, F cuda,
+                  Rounding r = {}, Overflow o = {}) {
+  cuda_all(x, n, b.cuda, cuda);
+  ours_all<T>(x, n, b.ours, r, o);
+  compare(c, id, b, n, index);
+}
+
 void check_batch(counts& c, batch& b, std::uint32_t first, int n) {
   for (int i = 0; i < n; ++i) {
     b.bits[i] = first + static_cast<std::uint32_t>(i);
@@ -147,29 +157,28 @@ void check_batch(counts& c, batch& b, std::uint32_t first, int n) {
   }
   const float* x = b.x;
 
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp4(v, __NV_E2M1, cudaRoundNearest); });
-  ours_all<bs::e2m1>(x, n, b.ours);
-  compare(c, e2m1_nearest, b, n, nullptr);
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp4(v, __NV_E2M1, cudaRoundZero); });
-  ours_all<bs::e2m1>(x, n, b.ours, bs::round_toward_zero{});
-  compare(c, e2m1_toward_zero, b, n, nullptr);
+  against_cuda<bs::e2m1>(c, e2m1_nearest, b, x, n, nullptr, [](float v) {
+    return __nv_cvt_float_to_fp4(v, __NV_E2M1, cudaRoundNearest);
+  });
+  against_cuda<bs::e2m1>(
+      c, e2m1_toward_zero, b, x, n, nullptr,
+      [](float v) { return __nv_cvt_float_to_fp4(v, __NV_E2M1, cudaRoundZero); },
+      bs::round_toward_zero{});
 
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); });
-  ours_all<bs::e4m3>(x, n, b.ours);
-  compare(c, e4m3_satfinite, b, n, nullptr);
-  cuda_all(x, n, b.cuda, [](float v) { return __nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E4M3); });
-  ours_all<bs::e4m3>(x, n, b.ours, bs::round_nearest_even{}, bs::to_nonfinite{});
-  compare(c, e4m3_nosat, b, n, nullptr);
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2); });
-  ours_all<bs::e5m2>(x, n, b.ours);
-  compare(c, e5m2_satfinite, b, n, nullptr);
-  cuda_all(x, n, b.cuda, [](float v) { return __nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2); });
-  ours_all<bs::e5m2>(x, n, b.ours, bs::round_nearest_even{}, bs::to_nonfinite{});
-  compare(c, e5m2_nosat, b, n, nullptr);
+  against_cuda<bs::e4m3>(c, e4m3_satfinite, b, x, n, nullptr, [](float v) {
+    return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  });
+  against_cuda<bs::e4m3>(
+      c, e4m3_nosat, b, x, n, nullptr,
+      [](float v) { return __nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E4M3); },
+      bs::round_nearest_even{}, bs::to_nonfinite{});
+  against_cuda<bs::e5m2>(c, e5m2_satfinite, b, x, n, nullptr, [](float v) {
+    return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+  });
+  against_cuda<bs::e5m2>(
+      c, e5m2_nosat, b, x, n, nullptr,
+      [](float v) { return __nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2); },
+      bs::round_nearest_even{}, bs::to_nonfinite{});
 
   b.e8m0_count = b.negative_count = 0;
   for (int i = 0; i < n; ++i) {
@@ -206,38 +215,35 @@ void check_batch(counts& c, batch& b, std::uint32_t first, int n) {
   const float* xn = b.negative_x;
   const int nn = b.negative_count;
   std::uint8_t any[batch_size] = {};
-  ours_all<bs::ue8m0>(xn, nn, b.ours, bs::round_toward_zero{});
-  for (int i = 0; i < nn; ++i)
-    any[i] |= b.ours[i];
-  ours_all<bs::ue8m0>(xn, nn, b.ours, bs::round_toward_zero{}, bs::to_nonfinite{});
-  for (int i = 0; i < nn; ++i)
-    any[i] |= b.ours[i];
-  ours_all<bs::ue8m0>(xn, nn, b.ours, bs::round_up{});
-  for (int i = 0; i < nn; ++i)
-    any[i] |= b.ours[i];
-  ours_all<bs::ue8m0>(xn, nn, b.ours, bs::round_up{}, bs::to_nonfinite{});
+  const auto or_into_any = [&](auto rounding, auto overflow) {
+    ours_all<bs::ue8m0>(xn, nn, b.ours, rounding, overflow);
+    for (int i = 0; i < nn; ++i)
+      any[i] = static_cast<std::uint8_t>(any[i] | b.ours[i]);
+  };
+  or_into_any(bs::round_toward_zero{}, bs::saturate_finite{});
+  or_into_any(bs::round_toward_zero{}, bs::to_nonfinite{});
+  or_into_any(bs::round_up{}, bs::saturate_finite{});
+  or_into_any(bs::round_up{}, bs::to_nonfinite{});
   for (int i = 0; i < nn; ++i) {
-    b.ours[i] = static_cast<std::uint8_t>(any[i] | b.ours[i]);
+    b.ours[i] = any[i];
     b.cuda[i] = 0;
   }
   compare(c, ue8m0_negative_is_code_0, b, nn, b.negative);
 
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E2M3, cudaRoundNearest); });
-  ours_all<bs::e2m3>(x, n, b.ours);
-  compare(c, e2m3_nearest, b, n, nullptr);
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E2M3, cudaRoundZero); });
-  ours_all<bs::e2m3>(x, n, b.ours, bs::round_toward_zero{});
-  compare(c, e2m3_toward_zero, b, n, nullptr);
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E3M2, cudaRoundNearest); });
-  ours_all<bs::e3m2>(x, n, b.ours);
-  compare(c, e3m2_nearest, b, n, nullptr);
-  cuda_all(x, n, b.cuda,
-           [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E3M2, cudaRoundZero); });
-  ours_all<bs::e3m2>(x, n, b.ours, bs::round_toward_zero{});
-  compare(c, e3m2_toward_zero, b, n, nullptr);
+  against_cuda<bs::e2m3>(c, e2m3_nearest, b, x, n, nullptr, [](float v) {
+    return __nv_cvt_float_to_fp6(v, __NV_E2M3, cudaRoundNearest);
+  });
+  against_cuda<bs::e2m3>(
+      c, e2m3_toward_zero, b, x, n, nullptr,
+      [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E2M3, cudaRoundZero); },
+      bs::round_toward_zero{});
+  against_cuda<bs::e3m2>(c, e3m2_nearest, b, x, n, nullptr, [](float v) {
+    return __nv_cvt_float_to_fp6(v, __NV_E3M2, cudaRoundNearest);
+  });
+  against_cuda<bs::e3m2>(
+      c, e3m2_toward_zero, b, x, n, nullptr,
+      [](float v) { return __nv_cvt_float_to_fp6(v, __NV_E3M2, cudaRoundZero); },
+      bs::round_toward_zero{});
 }
 
 } // namespace

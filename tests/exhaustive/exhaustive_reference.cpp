@@ -210,29 +210,30 @@ public:
           report(c, mode, overflow, batch_->bits[index ? index[i] : i], want[i], got[i]);
   }
 
+  // One mode of the batch (or of its sampled inputs, `index` non-null) converted and compared.
+  template <class Rounding, class Overflow>
+  void check_mode(counts& c, int mode, int o, const float* x, int n, const int* index, Rounding r,
+                  Overflow of) {
+    std::uint8_t got[batch_size] = {}; // (initialised: GCC cannot see n > 0 below)
+    convert_all(x, n, got, r, of);
+    compare(c, mode, o, batch_->want[o][mode], got, n, index);
+  }
+
   template <class Overflow>
   void flush_with(counts& c, int o, Overflow of) {
     batch& b = *batch_;
-    std::uint8_t got[batch_size] = {}; // (initialised: GCC cannot see n > 0 below)
     const int n = b.count, ns = b.sampled_count;
-    convert_all(b.x, n, got, blockscale::round_nearest_even{}, of);
-    compare(c, 0, o, b.want[o][0], got, n, nullptr);
-    convert_all(b.x, n, got, blockscale::round_nearest_away{}, of);
-    compare(c, 1, o, b.want[o][1], got, n, nullptr);
-    convert_all(b.x, n, got, blockscale::round_toward_zero{}, of);
-    compare(c, 2, o, b.want[o][2], got, n, nullptr);
-    convert_all(b.x, n, got, blockscale::round_up{}, of);
-    compare(c, 3, o, b.want[o][3], got, n, nullptr);
-    convert_all(b.x, n, got, blockscale::round_down{}, of);
-    compare(c, 4, o, b.want[o][4], got, n, nullptr);
-    convert_all(b.x, n, got, blockscale::round_to_odd{}, of);
-    compare(c, 5, o, b.want[o][5], got, n, nullptr);
+    check_mode(c, 0, o, b.x, n, nullptr, blockscale::round_nearest_even{}, of);
+    check_mode(c, 1, o, b.x, n, nullptr, blockscale::round_nearest_away{}, of);
+    check_mode(c, 2, o, b.x, n, nullptr, blockscale::round_toward_zero{}, of);
+    check_mode(c, 3, o, b.x, n, nullptr, blockscale::round_up{}, of);
+    check_mode(c, 4, o, b.x, n, nullptr, blockscale::round_down{}, of);
+    check_mode(c, 5, o, b.x, n, nullptr, blockscale::round_to_odd{}, of);
+    std::uint8_t got[batch_size] = {};
     convert_stochastic(b.x, b.sr[o], n, got, of);
     compare(c, 6, o, b.want[o][6], got, n, nullptr);
-    convert_all(b.sampled_x, ns, got, blockscale::round_stochastic{0u}, of);
-    compare(c, 7, o, b.want[o][7], got, ns, b.sampled);
-    convert_all(b.sampled_x, ns, got, blockscale::round_stochastic{0xFFFFFFFFu}, of);
-    compare(c, 8, o, b.want[o][8], got, ns, b.sampled);
+    check_mode(c, 7, o, b.sampled_x, ns, b.sampled, blockscale::round_stochastic{0u}, of);
+    check_mode(c, 8, o, b.sampled_x, ns, b.sampled, blockscale::round_stochastic{0xFFFFFFFFu}, of);
   }
 
   void flush(counts& c) {

@@ -109,6 +109,22 @@ __global__ void __launch_bounds__(Program::warps* warp_size, 1)
   program.run(warp, cta_coord{blockIdx.x, gridDim.x}, shared);
 }
 
+namespace detail {
+/// Lets `kernel` take `bytes` of dynamic shared memory, where that is more than the 48 KiB every
+/// kernel may take.
+template <class Kernel>
+status allow_dynamic_shared(Kernel kernel, int bytes) {
+  if (bytes <= 48 * 1024)
+    return {};
+  const status set =
+      cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                  "cudaFuncSetAttribute (dynamic shared memory)");
+  if (!set)
+    (void)cudaGetLastError(); // not left for the next launch to report
+  return set;
+}
+} // namespace detail
+
 /// Queues programs on `stream`.
 struct device_runner {
   cudaStream_t stream = nullptr;
@@ -128,16 +144,9 @@ struct device_runner {
     if (ctas == 0)
       return {};
     constexpr int bytes = static_cast<int>(sizeof(typename Program::shared_storage));
-    if (bytes > 48 * 1024) {
-      const status set = detail::cuda_status(
-          cudaFuncSetAttribute(looped_program_kernel<Program>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "cudaFuncSetAttribute (dynamic shared memory)");
-      if (!set) {
-        (void)cudaGetLastError(); // not left for the next launch to report
-        return set;
-      }
-    }
+    const status allowed = detail::allow_dynamic_shared(looped_program_kernel<Program>, bytes);
+    if (!allowed)
+      return allowed;
     looped_program_kernel<Program>
         <<<static_cast<unsigned>(ctas), Program::threads, bytes, stream>>>(program);
     return detail::cuda_status(cudaGetLastError(), "kernel launch");
@@ -148,16 +157,9 @@ struct device_runner {
     if (ctas == 0)
       return {};
     constexpr int bytes = static_cast<int>(sizeof(typename Program::shared_storage));
-    if (bytes > 48 * 1024) {
-      const status set = detail::cuda_status(
-          cudaFuncSetAttribute(specialized_program_kernel<Program>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "cudaFuncSetAttribute (dynamic shared memory)");
-      if (!set) {
-        (void)cudaGetLastError();
-        return set;
-      }
-    }
+    const status allowed = detail::allow_dynamic_shared(specialized_program_kernel<Program>, bytes);
+    if (!allowed)
+      return allowed;
     specialized_program_kernel<Program>
         <<<static_cast<unsigned>(ctas), Program::warps * warp_size, bytes, stream>>>(program);
     return detail::cuda_status(cudaGetLastError(), "kernel launch");

@@ -547,6 +547,13 @@ private:
     ww.fenced = false;
   }
 
+  /// Closes a group of asynchronous operations (TMA stores, wgmma): `open` joins `closed`.
+  template <class T>
+  static void close_group(std::vector<T>& open, std::vector<std::vector<T>>& closed) {
+    closed.push_back(std::move(open));
+    open.clear();
+  }
+
   unsigned char* shared_;
   std::size_t shared_bytes_;
   std::vector<unsigned char> async_view_;
@@ -642,8 +649,7 @@ public:
   void tma_store_commit() const {
     std::unique_lock<std::mutex> lock(cta_->mutex_);
     auto& g = cta_->stores_[static_cast<std::size_t>(index())];
-    g.done.push_back(std::move(g.open));
-    g.open.clear();
+    host_async_cta::close_group(g.open, g.done);
   }
   template <int N>
   void tma_store_wait() const {
@@ -701,8 +707,7 @@ public:
   void wgmma_commit() const {
     std::unique_lock<std::mutex> lock(cta_->mutex_);
     auto& ww = cta_->wgmma_[static_cast<std::size_t>(index())];
-    ww.committed.push_back(std::move(ww.open));
-    ww.open.clear();
+    host_async_cta::close_group(ww.open, ww.committed);
   }
   template <int N>
   void wgmma_wait() const {
@@ -772,8 +777,7 @@ void host_async_cta::run(Body&& body) {
   land_loads();
   for (int w = 0; w < n; ++w) {
     store_groups& g = stores_[static_cast<std::size_t>(w)];
-    g.done.push_back(std::move(g.open));
-    g.open.clear();
+    close_group(g.open, g.done);
     retire_stores(w, 0);
   }
 }
