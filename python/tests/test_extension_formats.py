@@ -149,6 +149,8 @@ def test_refusals(ext):
         bs._core.register_block_formats(ext.clashing_ops())
     with pytest.raises(ValueError, match="rebuild the module"):
         bs._core.register_block_formats(ext.stale_ops())
+    with pytest.raises(ValueError, match="'ue6m2_twice' is given to tables 0 and 1"):
+        bs._core.register_block_formats(ext.twice_ops())
     with pytest.raises(ValueError, match="must be named 'blockscale.block_format_ops'"):
         bs._core.register_block_formats(ext.unnamed_capsule())
     with pytest.raises(ValueError, match="not a blockscale format module"):

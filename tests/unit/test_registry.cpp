@@ -363,3 +363,23 @@ TEST_CASE("format tables: lists from other headers are refused", "[unit][registr
   CHECK(error_of([&] { check_block_format_ops_list(list); }).find("table size") !=
         std::string::npos);
 }
+
+TEST_CASE("format tables: a list must name each table, each name once", "[unit][registry]") {
+  const block_format_ops twice[] = {make_block_format_ops<ue6m2_fp4>("ue6m2_fp4"),
+                                    make_block_format_ops<nvfp4>("nvfp4_copy"),
+                                    make_block_format_ops<ue6m2_fp4>("ue6m2_fp4")};
+  const std::string error =
+      error_of([&] { check_block_format_ops_list(make_block_format_ops_list(twice)); });
+  CHECK(error.find("'ue6m2_fp4' is given to tables 0 and 2") != std::string::npos);
+  const block_format_ops unnamed[] = {make_block_format_ops<ue6m2_fp4>("")};
+  CHECK(error_of([&] {
+          check_block_format_ops_list(make_block_format_ops_list(unnamed));
+        }).find("table 0 has no name") != std::string::npos);
+  block_format_ops_list missing = make_block_format_ops_list(unnamed);
+  missing.tables = nullptr;
+  CHECK(error_of([&] { check_block_format_ops_list(missing); }).find("null address") !=
+        std::string::npos);
+  const block_format_ops distinct[] = {make_block_format_ops<ue6m2_fp4>("ue6m2_fp4"),
+                                       make_block_format_ops<nvfp4>("nvfp4_copy")};
+  CHECK_NOTHROW(check_block_format_ops_list(make_block_format_ops_list(distinct)));
+}

@@ -128,7 +128,8 @@ constexpr block_format_ops_list make_block_format_ops_list(const block_format_op
   return {block_format_ops_abi, sizeof(block_format_ops), N, tables};
 }
 
-/// Throws std::invalid_argument unless `list` was made by these headers' version.
+/// Throws std::invalid_argument unless `list` was made by these headers' version and names each
+/// of its tables, each name once.
 inline void check_block_format_ops_list(const block_format_ops_list& list) {
   if (list.abi != block_format_ops_abi || list.table_size != sizeof(block_format_ops))
     throw std::invalid_argument(
@@ -138,6 +139,20 @@ inline void check_block_format_ops_list(const block_format_ops_list& list) {
         std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." + std::to_string(BLOCKSCALE_VERSION_MINOR) +
         "." + std::to_string(BLOCKSCALE_VERSION_PATCH) + " (" +
         std::to_string(sizeof(block_format_ops)) + "): rebuild the module against them");
+  if (list.count != 0 && list.tables == nullptr)
+    throw std::invalid_argument("block format tables: " + std::to_string(list.count) +
+                                " tables at a null address");
+  for (std::size_t i = 0; i < list.count; ++i) {
+    const char* name = list.tables[i].name;
+    if (name == nullptr || *name == '\0')
+      throw std::invalid_argument("block format tables: table " + std::to_string(i) +
+                                  " has no name");
+    for (std::size_t j = 0; j < i; ++j)
+      if (std::string(name) == list.tables[j].name)
+        throw std::invalid_argument("block format tables: the name '" + std::string(name) +
+                                    "' is given to tables " + std::to_string(j) + " and " +
+                                    std::to_string(i));
+  }
 }
 
 namespace detail {

@@ -20,13 +20,18 @@ const blockscale::block_format_ops tables[] = {
     blockscale::make_block_format_ops<ue6m2_fp4>("ue6m2_fp4")};
 const blockscale::block_format_ops_list list = blockscale::make_block_format_ops_list(tables);
 
-// Two lists the package must refuse: a name a preset has, and tables from other headers.
+// Lists the package must refuse: a name a preset has, and tables from other headers.
 const blockscale::block_format_ops clashing[] = {
     blockscale::make_block_format_ops<ue6m2_fp4>("nvfp4")};
 const blockscale::block_format_ops_list clashing_list =
     blockscale::make_block_format_ops_list(clashing);
 const blockscale::block_format_ops_list stale_list = {list.abi + 1, list.table_size, list.count,
                                                       list.tables};
+// And one that names a format twice.
+const blockscale::block_format_ops twice[] = {
+    blockscale::make_block_format_ops<ue6m2_fp4>("ue6m2_twice"),
+    blockscale::make_block_format_ops<ue6m2_fp4>("ue6m2_twice")};
+const blockscale::block_format_ops_list twice_list = blockscale::make_block_format_ops_list(twice);
 
 nanobind::capsule capsule_of(const blockscale::block_format_ops_list& l) {
   return nanobind::capsule(&l, "blockscale.block_format_ops");
@@ -38,5 +43,6 @@ NB_MODULE(blockscale_test_ue6m2, m) {
   m.def("block_format_ops", [] { return capsule_of(list); });
   m.def("clashing_ops", [] { return capsule_of(clashing_list); });
   m.def("stale_ops", [] { return capsule_of(stale_list); });
+  m.def("twice_ops", [] { return capsule_of(twice_list); });
   m.def("unnamed_capsule", [] { return nanobind::capsule(&list); });
 }
