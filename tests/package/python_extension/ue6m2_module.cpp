@@ -6,9 +6,11 @@
 //     blockscale.register_block_formats(blockscale_test_ue6m2)   # -> ("ue6m2_fp4",)
 //
 // after which every function of the package takes format="ue6m2_fp4"
-// (python/tests/test_extension_formats.py). The module needs no nanobind type of its own: the
-// package's _core converts the arguments and calls through the table.
-#include <nanobind/nanobind.h>
+// (python/tests/test_extension_formats.py). The package's _core converts the arguments and calls
+// through the table, so the module needs no binding library: it is written against the CPython C
+// API alone (a nanobind or pybind11 module that returns the same capsule works the same way).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 
 #include <blockscale/host/format_ops.hpp>
 
@@ -33,16 +35,39 @@ const blockscale::block_format_ops twice[] = {
     blockscale::make_block_format_ops<ue6m2_fp4>("ue6m2_twice")};
 const blockscale::block_format_ops_list twice_list = blockscale::make_block_format_ops_list(twice);
 
-nanobind::capsule capsule_of(const blockscale::block_format_ops_list& l) {
-  return nanobind::capsule(&l, "blockscale.block_format_ops");
+PyObject* capsule_of(const blockscale::block_format_ops_list& l, const char* name) {
+  return PyCapsule_New(const_cast<blockscale::block_format_ops_list*>(&l), name, nullptr);
 }
+
+PyObject* block_format_ops(PyObject*, PyObject*) {
+  return capsule_of(list, "blockscale.block_format_ops");
+}
+PyObject* clashing_ops(PyObject*, PyObject*) {
+  return capsule_of(clashing_list, "blockscale.block_format_ops");
+}
+PyObject* stale_ops(PyObject*, PyObject*) {
+  return capsule_of(stale_list, "blockscale.block_format_ops");
+}
+PyObject* twice_ops(PyObject*, PyObject*) {
+  return capsule_of(twice_list, "blockscale.block_format_ops");
+}
+PyObject* unnamed_capsule(PyObject*, PyObject*) {
+  return capsule_of(list, nullptr);
+}
+
+PyMethodDef methods[] = {
+    {"block_format_ops", block_format_ops, METH_NOARGS, "the UE6M2-FP4 table, for the package"},
+    {"clashing_ops", clashing_ops, METH_NOARGS, "a table named as a preset"},
+    {"stale_ops", stale_ops, METH_NOARGS, "a list from other headers"},
+    {"twice_ops", twice_ops, METH_NOARGS, "a list that names a format twice"},
+    {"unnamed_capsule", unnamed_capsule, METH_NOARGS, "the table in a capsule without a name"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "blockscale_test_ue6m2",
+                      "UE6M2-FP4 for the blockscale package", -1, methods};
 
 } // namespace
 
-NB_MODULE(blockscale_test_ue6m2, m) {
-  m.def("block_format_ops", [] { return capsule_of(list); });
-  m.def("clashing_ops", [] { return capsule_of(clashing_list); });
-  m.def("stale_ops", [] { return capsule_of(stale_list); });
-  m.def("twice_ops", [] { return capsule_of(twice_list); });
-  m.def("unnamed_capsule", [] { return nanobind::capsule(&list); });
+PyMODINIT_FUNC PyInit_blockscale_test_ue6m2() {
+  return PyModule_Create(&module);
 }
