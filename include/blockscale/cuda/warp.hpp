@@ -252,10 +252,13 @@ public:
 #endif
   }
   /// The TMA store of the box at `from` in shared memory to element (x, y) of `map` (the part
-  /// inside the tensor). Shared memory written by ordinary stores needs `fence_proxy_async` first.
+  /// inside the tensor). Shared memory written by ordinary stores needs `fence_proxy_async` first
+  /// in every lane that wrote; lane 0 issues the store after them all (`__syncwarp`). Writes by
+  /// other warps need a barrier with this one as well.
   __device__ __forceinline__ static void tma_store_2d(const warp::tensor_map& map, int x, int y,
                                                       const void* from) noexcept {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __syncwarp();
     if (lane() == 0)
       asm volatile(
           "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
