@@ -3,8 +3,8 @@
 async_kernels.cu's objects and fails unless each kernel wgmma_ss_then_rs<N> holds exactly one
 HGMMA.64xNx16.F32.BF16 reading A through a descriptor (gdesc) and one reading A from registers,
 the warp-specialised ring program's kernel holds every instruction of the asynchronous units it
-uses (ASYNC_SASS), the warp-specialised GEMM's kernel both HGMMA.64x32x16.F32.BF16 forms, and no
-kernel uses local memory. Skips (77) without cuobjdump, found as
+uses (ASYNC_SASS), the warp-specialised GEMM's kernel both HGMMA.64x32x16.F32.BF16 forms and
+setmaxnreg (GEMM_SASS), and no kernel uses local memory. Skips (77) without cuobjdump, found as
 cuda_static.py finds it."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from cuda_static import demangle, find_tool, resource_usage, run  # noqa: E402
 N_VALUES = (8, 16, 32, 64, 128, 256)
 
 # The SASS of each asynchronous operation of cuda/warp/async.hpp, as ptxas 13 writes it for sm_90a:
-# mbarrier_init, mbarrier_arrive(_expect_tx), mbarrier_wait, tma_load_2d, tma_store_2d,
-# fence_proxy_async, setmaxnreg_inc and _dec.
+# mbarrier_init, mbarrier_arrive(_expect_tx), mbarrier_wait, tma_load_2d, tma_store_2d and
+# fence_proxy_async in the ring; setmaxnreg_inc and _dec in the GEMM (whose warpgroups are whole).
 ASYNC_SASS = ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT",
-              "UTMALDG.2D", "UTMASTG.2D", "FENCE.VIEW.ASYNC.S", "USETMAXREG.TRY_ALLOC",
-              "USETMAXREG.DEALLOC")
+              "UTMALDG.2D", "UTMASTG.2D", "FENCE.VIEW.ASYNC.S")
+GEMM_SASS = ("USETMAXREG.TRY_ALLOC", "USETMAXREG.DEALLOC")
 ASYNC_KERNEL = "specialized_program_kernel<blockscale_test::async_ring::ring_program>"
 # The warp-specialised GEMM issues wgmma m64n32k16 with A by descriptor or in registers.
 GEMM_KERNEL = "specialized_program_kernel<blockscale_test::async_gemm::gemm_program>"
@@ -84,7 +84,13 @@ def main() -> int:
         failures.append(f"{GEMM_KERNEL}: HGMMA (N, A by descriptor) {sorted(set(seen[kernel[0]]))}, "
                         "want [(32, False), (32, True)]")
     else:
-        print(f"{GEMM_KERNEL}: HGMMA.64x32x16.F32.BF16 with A by descriptor and in registers")
+        sass = "\n".join(texts.get(kernel[0], []))
+        missing = [op for op in GEMM_SASS if op not in sass]
+        if missing:
+            failures.append(f"{GEMM_KERNEL}: no {', '.join(missing)} in its SASS")
+        else:
+            print(f"{GEMM_KERNEL}: HGMMA.64x32x16.F32.BF16 with A by descriptor and in registers, "
+                  f"{', '.join(GEMM_SASS)}")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0

@@ -1,4 +1,4 @@
-// A warp-specialised GEMM small enough to read (emulation/host_async.hpp, cuda/runner.cuh): one
+// A warp-specialised GEMM small enough to read (emulation/host_async.hpp, cuda/runner.cuh): a
 // producer warp loads 64 × 16 tiles of A and 32 × 16 tiles of B by TMA, with the 32-byte swizzle,
 // into two stages; one consumer warpgroup multiplies them with the warpgroup MMA — both operands
 // in shared memory (SS), or A from registers (RS) — and writes C = A · Bᵀ in FP32. The bugs the
@@ -36,10 +36,13 @@ enum class bug {
   missing_warp,     // warp 3 of the warpgroup does not issue its wgmma
   disagree,         // warp 1 passes another `accumulate` than the others
   scribble_b,       // an ordinary store into B's stage, no fence_proxy_async, before the wgmma
+  mixed_setmaxnreg, // warp 5 asks setmaxnreg for another count than its warpgroup
 };
 
 struct gemm_program {
-  static constexpr int warps = 5; ///< 0–3: the consumer warpgroup; 4: the producer
+  /// Warps 0–3: the consumer warpgroup; 4–7: the producer warpgroup, whose warp 4 alone issues
+  /// the loads. Each warpgroup sets its registers (`setmaxnreg`, warpgroup-wide) to its role's.
+  static constexpr int warps = 8;
   struct shared_storage {
     alignas(1024) unsigned char a[stages][tile_m * row_bytes];
     alignas(1024) unsigned char b[stages][tile_n * row_bytes];
@@ -74,6 +77,12 @@ struct gemm_program {
     w.sync_cta();
     const int m0 = static_cast<int>(cta.index) / tiles_n() * tile_m;
     const int n0 = static_cast<int>(cta.index) % tiles_n() * tile_n;
+    if (w.index() >= 4) {
+      if (planted == bug::mixed_setmaxnreg && w.index() == 5)
+        w.template setmaxnreg_dec<48>();
+      else
+        w.template setmaxnreg_dec<40>();
+    }
     if (w.index() == 4) {
       for (int step = 0; step < k_steps(); ++step) {
         const int s = step % stages;
@@ -83,7 +92,8 @@ struct gemm_program {
         w.tma_load_2d(shared.a[s], a_map, step * k_step, m0, shared.full[s]);
         w.tma_load_2d(shared.b[s], b_map, step * k_step, n0, shared.full[s]);
       }
-    } else {
+    } else if (w.index() < 4) {
+      w.template setmaxnreg_inc<232>();
       consume(w, m0, n0, shared);
     }
     w.sync_cta();

@@ -75,7 +75,6 @@ struct ring_program {
     const int box_bytes = box_rows * box_cols * 2;
     if (warp.index() == 0) {
       int k = 0; // this CTA's tile count so far
-      warp.template setmaxnreg_dec<40>();
       for (int t = static_cast<int>(cta.index); t < tiles();
            t += static_cast<int>(cta.count), ++k) {
         const int s = k % stages;
@@ -99,7 +98,6 @@ struct ring_program {
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, cta_coord cta, shared_storage& shared) const {
-    warp.template setmaxnreg_inc<232>();
     const int c = warp.index() - 1;
     int k = 0;
     unsigned char* out_buffer = shared.out[c];

@@ -322,5 +322,7 @@ TEST_CASE("the warpgroup MMA's rules, broken, are caught", "[emulation][async][w
                       Catch::Contains("different wgmma"));
     CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 0, ag::bug::scribble_b),
                       Catch::Contains("operand B") && Catch::Contains("fence_proxy_async"));
+    CHECK_THROWS_WITH(gemm_mismatches(g, f, true, 2, ag::bug::mixed_setmaxnreg),
+                      Catch::Contains("setmaxnreg") && Catch::Contains("(-40, -48, -40, -40"));
   }
 }

@@ -32,7 +32,8 @@
 ///   hold NaN until a `wgmma_wait` retires the group; a later wgmma on the same accumulator
 ///   chains on the result in flight. A wgmma with no `wgmma_fence` since the warp's last
 ///   `wgmma_wait` throws (stricter than the PTX ISA; what CUTLASS's mainloops do).
-/// - `setmaxnreg` does nothing.
+/// - `setmaxnreg` changes nothing, but must be issued by the four warps of a whole warpgroup with
+///   the same count (the instruction is `.sync.aligned`); anything else throws `sync_error`.
 ///
 /// Not modelled: clusters and multicast, TMA im2col and reductions, more than two dimensions, and
 /// swizzled boxes whose rows are narrower than the swizzle.
@@ -440,7 +441,45 @@ private:
     wgmma_part parts[4];
     int arrived = 0;
     std::uint64_t completed = 0; ///< wgmma done so far
+    int registers[4] = {};       ///< each warp's setmaxnreg: +count (inc) or -count (dec)
+    int registers_arrived = 0;
+    std::uint64_t registers_completed = 0;
   };
+
+  /// The warpgroup of warp w, which must be whole (four warps from a multiple of 4).
+  warpgroup& warpgroup_of(int w, const char* op) {
+    const std::size_t g = static_cast<std::size_t>(w / 4);
+    if ((g + 1) * 4 > slots_.size())
+      throw sync_error(std::string(op) + ": warp " + std::to_string(w) +
+                       " is not in a whole warpgroup (four warps from a multiple of 4)");
+    return warpgroups_[g];
+  }
+
+  /// Warp w's setmaxnreg (`registers` > 0: inc, < 0: dec); the warpgroup's four must agree.
+  void issue_setmaxnreg(std::unique_lock<std::mutex>& lock, int w, int registers) {
+    warpgroup& group = warpgroup_of(w, "setmaxnreg");
+    group.registers[w % 4] = registers;
+    if (++group.registers_arrived < 4) {
+      const std::uint64_t done = group.registers_completed;
+      warpgroup* p = &group;
+      block(
+          lock, w, [p, done] { return p->registers_completed != done; },
+          "the other warps of warpgroup " + std::to_string(w / 4) + " to issue setmaxnreg (" +
+              std::to_string(group.registers_arrived) + " of 4 there)");
+      return;
+    }
+    group.registers_arrived = 0;
+    for (const int r : group.registers)
+      if (r != group.registers[0])
+        throw sync_error(
+            "setmaxnreg: the warps of warpgroup " + std::to_string(w / 4) +
+            " asked for different register counts (" + std::to_string(group.registers[0]) + ", " +
+            std::to_string(group.registers[1]) + ", " + std::to_string(group.registers[2]) + ", " +
+            std::to_string(group.registers[3]) + "; negative: dec)");
+    ++group.registers_completed;
+    block(
+        lock, w, [] { return true; }, "");
+  }
   /// A result in flight: it reaches the warp's registers when a wgmma_wait retires its group.
   struct wgmma_result {
     float* d;
@@ -483,10 +522,7 @@ private:
       throw sync_error("wgmma: warp " + std::to_string(w) +
                        " issued a wgmma with no wgmma_fence since its last wgmma_wait");
     const std::size_t g = static_cast<std::size_t>(w / 4);
-    if ((g + 1) * 4 > slots_.size())
-      throw sync_error("wgmma: warp " + std::to_string(w) +
-                       " is not in a whole warpgroup (four warps from a multiple of 4)");
-    warpgroup& group = warpgroups_[g];
+    warpgroup& group = warpgroup_of(w, "wgmma");
     group.parts[w % 4] = part;
     if (++group.arrived < 4) {
       const std::uint64_t done = group.completed;
@@ -718,15 +754,21 @@ public:
         lock, index(), [] { return true; }, "");
   }
 
+  /// `setmaxnreg`: changes nothing here, but like the instruction (`.sync.aligned`) it must be
+  /// issued by all four warps of the warpgroup, with the same count and direction.
   template <int Registers>
-  static void setmaxnreg_inc() noexcept {
+  void setmaxnreg_inc() const {
     static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0,
                   "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->issue_setmaxnreg(lock, index(), Registers);
   }
   template <int Registers>
-  static void setmaxnreg_dec() noexcept {
+  void setmaxnreg_dec() const {
     static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0,
                   "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+    std::unique_lock<std::mutex> lock(cta_->mutex_);
+    cta_->issue_setmaxnreg(lock, index(), -Registers);
   }
 
 private:
