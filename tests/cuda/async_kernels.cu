@@ -4,6 +4,8 @@
 // fence and setmaxnreg instructions, the GEMM (tests/support/async_gemm.hpp) the warpgroup MMA
 // with A by descriptor and in registers, and neither local memory. The host test runs the same
 // programs.
+#include <blockscale/block/block_format.hpp>
+#include <blockscale/cuda/gemm.hpp>
 #include <blockscale/cuda/runner.cuh>
 
 #include "async_gemm.hpp"
@@ -20,5 +22,28 @@ blockscale::cuda::status launch_async_gemm(const blockscale_test::async_gemm::ge
                                            std::size_t ctas, cudaStream_t stream) {
   return blockscale::cuda::device_runner{stream}.run_specialized(p, ctas);
 }
+
+// The W4A16 GEMM (cuda/kernels/gemm_w4a16.hpp) through its launcher, one instantiation per shape
+// and a scale format each: UE4M3 (NVFP4), UE5M3 and UE8M0 (MXFP4, two multiplies) multipliers.
+namespace bs = blockscale;
+template <class Shape, class Format, class Out>
+bs::cuda::status launch_w4a16(bs::matrix_view<const bs::bfloat16> x,
+                              bs::const_quantized_view<Format> w, bs::matrix_view<Out> c,
+                              cudaStream_t stream) {
+  bs::cuda::device_runner runner{stream};
+  return bs::cuda::launch_gemm_w4a16<Shape>(runner, x, w, c, 1.0f, 0.0f);
+}
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_decode, bs::nvfp4, float>(
+    bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::nvfp4>,
+    bs::matrix_view<float>, cudaStream_t);
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_medium, bs::ue5m3_fp4, bs::bfloat16>(
+    bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::ue5m3_fp4>,
+    bs::matrix_view<bs::bfloat16>, cudaStream_t);
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_large, bs::nvfp4, float>(
+    bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::nvfp4>,
+    bs::matrix_view<float>, cudaStream_t);
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_large, bs::mxfp4, float>(
+    bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::mxfp4>,
+    bs::matrix_view<float>, cudaStream_t);
 
 } // namespace blockscale_static

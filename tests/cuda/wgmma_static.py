@@ -4,7 +4,9 @@ async_kernels.cu's objects and fails unless each kernel wgmma_ss_then_rs<N> hold
 HGMMA.64xNx16.F32.BF16 reading A through a descriptor (gdesc) and one reading A from registers,
 the warp-specialised ring program's kernel holds every instruction of the asynchronous units it
 uses (ASYNC_SASS), the warp-specialised GEMM's kernel both HGMMA.64x32x16.F32.BF16 forms and
-setmaxnreg (GEMM_SASS), and no kernel uses local memory. Skips (77) without cuobjdump, found as
+setmaxnreg (GEMM_SASS), each W4A16 GEMM kernel (cuda/kernels/gemm_w4a16.hpp) HGMMA with A in
+registers only, no HMMA, setmaxnreg, and a main loop that waits on its ring and dequantizes in at
+most W4A16_LIMIT instructions per element (w4a16_report), and no kernel uses local memory. Skips (77) without cuobjdump, found as
 cuda_static.py finds it."""
 
 from __future__ import annotations
@@ -27,6 +29,70 @@ GEMM_SASS = ("USETMAXREG.TRY_ALLOC", "USETMAXREG.DEALLOC")
 ASYNC_KERNEL = "specialized_program_kernel<blockscale_test::async_ring::ring_program>"
 # The warp-specialised GEMM issues wgmma m64n32k16 with A by descriptor or in registers.
 GEMM_KERNEL = "specialized_program_kernel<blockscale_test::async_gemm::gemm_program>"
+
+
+# The W4A16 kernels: HGMMA.64xNx16 with A from registers, the dequantization's instructions per
+# element at most this in the main loop (one bf16 multiply per pair; UE8M0 scales need two).
+W4A16_KERNEL = "gemm_w4a16_program<"
+W4A16_LIMIT = {"one multiply": 3.0, "ue8m0": 3.5}
+# What the dequantization is made of (cuda/warp/dequant.hpp, e2m1_byte_pair and byte_of): a PRMT
+# per byte, two IMAD and two LOP3 by the spreading constants, an HMUL2 (two for UE8M0) per pair.
+DEQUANT_OPS = re.compile(r"\b(PRMT|HMUL2)\b|\bIMAD\b.*(0x40040|0x1001000)|"
+                         r"\bLOP3\.LUT\b.*(0x1c001c0|0x80008000)")
+
+
+def parse(lines: list[str]) -> list[tuple[int, str]]:
+    """(address, instruction text) of each SASS instruction line."""
+    out = []
+    for line in lines:
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
+        if m:
+            out.append((int(m.group(1), 16), m.group(2)))
+    return out
+
+
+def w4a16_report(name: str, lines: list[str]) -> tuple[list[str], str]:
+    """Failures and a one-line report for one W4A16 kernel: the main loop is the innermost loop
+    around the HGMMA (from the backward branch after the last one to its target)."""
+    code = parse(lines)
+    failures = []
+    mmas = [i for i, (_, text) in enumerate(code) if text.startswith("HGMMA")]
+    if not mmas:
+        return [f"{name}: no HGMMA"], ""
+    if any(re.match(r"HGMMA\S* \S+, gdesc", code[i][1]) for i in mmas):
+        failures.append(f"{name}: an HGMMA reads A by descriptor; the weights must be in registers")
+    if any(re.match(r"(@!?U?P\w+\s+)?HMMA", text) for _, text in code):
+        failures.append(f"{name}: HMMA (the Ampere MMA) in a warpgroup-MMA kernel")
+    body = []
+    for address, text in code[mmas[-1]:]:
+        m = re.search(r"\bBRA (0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) <= code[mmas[0]][0]:
+            start = int(m.group(1), 16)
+            body = [t for a, t in code if start <= a <= address]
+            break
+    if not body:
+        return failures + [f"{name}: no loop around the HGMMA"], ""
+    loop_mmas = sum(t.startswith("HGMMA") for t in body)
+    elements = 32 * loop_mmas // 4  # per thread: two rows of a 64-column k-tile per four HGMMA
+    dequant = sum(bool(DEQUANT_OPS.search(t)) for t in body)
+    waits = sum("SYNCS.PHASECHK" in t for t in body)
+    per_element = dequant / elements if elements else float("inf")
+    limit = W4A16_LIMIT["ue8m0" if "ue8m0" in name else "one multiply"]
+    if waits == 0:
+        failures.append(f"{name}: the main loop never waits on the ring's barriers")
+    bytes_read = sum(t.startswith("PRMT") for t in body)
+    if bytes_read < 16 * loop_mmas // 4:
+        failures.append(f"{name}: {bytes_read} PRMT in the main loop, fewer than the 16 per k-tile "
+                        "that dequantizing every k-tile takes")
+    if per_element > limit:
+        failures.append(f"{name}: {per_element:.2f} dequantization instructions per element in "
+                        f"the main loop, more than {limit}")
+    if not all(op in "\n".join(lines) for op in GEMM_SASS):
+        failures.append(f"{name}: no setmaxnreg ({', '.join(GEMM_SASS)})")
+    report = (f"{loop_mmas} HGMMA, {len(body)} instructions in the main loop "
+              f"({(len(body) - loop_mmas) / loop_mmas:.1f} others per HGMMA), "
+              f"dequantization {per_element:.2f} per element (limit {limit})")
+    return failures, report
 
 
 def main() -> int:
@@ -91,6 +157,16 @@ def main() -> int:
         else:
             print(f"{GEMM_KERNEL}: HGMMA.64x32x16.F32.BF16 with A by descriptor and in registers, "
                   f"{', '.join(GEMM_SASS)}")
+    w4a16 = {m: d for m, d in names.items() if W4A16_KERNEL in d}
+    if len(w4a16) < 4:
+        failures.append(f"{W4A16_KERNEL}: {len(w4a16)} W4A16 kernels in the sm_90a SASS, want 4")
+    for mangled, demangled in sorted(w4a16.items(), key=lambda item: item[1]):
+        short = re.sub(r"blockscale::v0::|minifloat<|_format>", "", demangled)
+        short = short[short.find(W4A16_KERNEL):].split(">(")[0]
+        found, report = w4a16_report(short, texts.get(mangled, []))
+        failures += found
+        if not found:
+            print(f"{short}: {report}")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0

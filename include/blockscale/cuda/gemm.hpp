@@ -13,6 +13,13 @@
 /// - `gemm_large_m_in_register`: the same tiles dequantized in registers by every warp that
 ///   uses them (for comparison).
 /// - `gemm_block_scaled`: the sm_120a MMA (NVFP4 × NVFP4 or MXFP4 × MXFP4), 128 × 128.
+///
+/// `launch_gemm_w4a16<Shape>(runner, x, w, c, alpha, beta)`: C = alpha · X · Wᵀ + beta · C with X
+/// in BF16 and W block-scaled E2M1, on sm_90a's warpgroup MMA (cuda/kernels/gemm_w4a16.hpp), over
+/// a runner with `run_specialized` and `tensor_map_2d`. Shapes (weight rows × activation rows):
+/// - `gemm_w4a16_decode`: 64 × 16, six buffers, for M ≤ 16;
+/// - `gemm_w4a16_medium`: 128 × 64, five buffers, for M ≤ 64;
+/// - `gemm_w4a16_large`: 128 × 128, four buffers.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +29,7 @@
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_view.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_w4a16.hpp"
 #include "launch.hpp"
 #include "memory.hpp"
 #include "status.hpp"
@@ -34,6 +42,10 @@ using gemm_small_m = gemm_shape<warp::bf16_path, 16, 64, 16, 16, 4>;
 using gemm_large_m = gemm_shape<warp::bf16_staged_path, 128, 128, 64, 32, 3>;
 using gemm_large_m_in_register = gemm_shape<warp::bf16_path, 128, 128, 64, 32, 3>;
 using gemm_block_scaled = gemm_shape<warp::block_scaled_path, 128, 128, 64, 32, 3>;
+
+using gemm_w4a16_decode = w4a16_shape<1, 16, 6>;
+using gemm_w4a16_medium = w4a16_shape<2, 64, 5>;
+using gemm_w4a16_large = w4a16_shape<2, 128, 4>;
 
 namespace detail {
 inline std::string gemm_shape_text(std::size_t rows, std::size_t cols) {
@@ -100,6 +112,90 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   program.scale_words_a = words(a);
   program.scale_words_b = words(b);
   return runner.run_looped(program, tiles_m * tiles_n);
+}
+
+/// C[M×N] = alpha · X[M×K] · W[N×K]ᵀ + beta · C (beta == 0: C is not read), X in BF16 (row-major,
+/// rows `x.ld()` elements apart) and W quantized along K in an E2M1 block format. Errors, before
+/// anything runs: shapes that disagree, W quantized with the Hadamard transform (X would need it
+/// too), a null or misaligned buffer (TMA reads X and W: 16-byte aligned, rows a multiple of 16
+/// bytes apart, so x.ld() a multiple of 8 and W's padded K a multiple of 32), a grid beyond
+/// 2^31 - 1 CTAs, and what the runner's tensor-map encoder refuses.
+template <class Shape, class Runner, class Format, class Out>
+[[nodiscard]] status launch_gemm_w4a16(Runner& runner, matrix_view<const bfloat16> x,
+                                       const_quantized_view<Format> w, matrix_view<Out> c,
+                                       float alpha = 1.0f, float beta = 0.0f) {
+  using program_type = kernels::gemm_w4a16_program<Format, Out, Shape>;
+  const auto fail = [](errc code, const std::string& what) {
+    return status{code, "gemm_w4a16: " + what};
+  };
+  if (w.cols() != x.cols())
+    return fail(errc::invalid_argument,
+                "x is " + detail::gemm_shape_text(x.rows(), x.cols()) + " but w is " +
+                    detail::gemm_shape_text(w.rows(), w.cols()) + ": both need the same K");
+  if (c.rows() != x.rows() || c.cols() != w.rows())
+    return fail(errc::invalid_argument,
+                "c is " + detail::gemm_shape_text(c.rows(), c.cols()) + ", x · wᵀ is " +
+                    detail::gemm_shape_text(x.rows(), w.rows()));
+  if (w.hadamard())
+    return fail(errc::invalid_argument,
+                "w was quantized with the Hadamard transform, which x would need as well");
+  if (status s = detail::check_view("gemm_w4a16", "w", w); !s)
+    return s;
+  if (x.data() == nullptr && !x.empty())
+    return fail(errc::invalid_argument, "x is null");
+  if (c.data() == nullptr && !c.empty())
+    return fail(errc::invalid_argument, "c is null");
+  if (c.ld() < c.cols())
+    return fail(errc::invalid_argument, "c.ld() is smaller than c.cols()");
+  if (c.empty())
+    return {};
+  const std::size_t k = x.cols();
+  if (k != 0) {
+    if (!detail::is_aligned(x.data(), 16) || x.ld() % 8 != 0)
+      return fail(errc::misaligned, "x must be 16-byte aligned with x.ld() a multiple of 8 "
+                                    "(TMA reads it), not ld " + std::to_string(x.ld()));
+    if (!detail::is_aligned(w.elements(), 16) || w.row_bytes() % 16 != 0)
+      return fail(errc::misaligned,
+                  "w's elements must be 16-byte aligned with rows a multiple of 16 bytes apart "
+                  "(TMA reads them): K padded to a multiple of 32, not " +
+                      std::to_string(w.padded_cols()));
+  }
+  const std::size_t tiles_x = (x.rows() + Shape::tile_x - 1) / Shape::tile_x;
+  const std::size_t tiles_w = (w.rows() + Shape::tile_w - 1) / Shape::tile_w;
+  if (tiles_x > 0x7FFFFFFFu / tiles_w)
+    return {errc::too_large, "gemm_w4a16: " + std::to_string(tiles_x * tiles_w) +
+                                 " CTA tiles, more than a grid holds"};
+  program_type program;
+  program.w = w;
+  program.c = c;
+  program.alpha = alpha;
+  program.beta = beta;
+  program.tiles_x = static_cast<std::uint32_t>(tiles_x);
+  program.k_tiles = static_cast<std::uint32_t>((k + Shape::tile_k - 1) / Shape::tile_k);
+  if (k != 0) {
+    warp::tensor_map_2d_shape xs;
+    xs.base = x.data();
+    xs.element_bytes = 2;
+    xs.rows = x.rows();
+    xs.cols = k;
+    xs.row_stride = x.ld() * 2;
+    xs.box_rows = Shape::tile_x;
+    xs.box_cols = Shape::tile_k;
+    xs.swizzle = warp::smem_swizzle::bytes128;
+    if (status s = runner.tensor_map_2d(xs, program.x_map); !s)
+      return s;
+    warp::tensor_map_2d_shape ws;
+    ws.base = w.elements();
+    ws.element_bytes = 1;
+    ws.rows = w.rows();
+    ws.cols = w.row_bytes();
+    ws.row_stride = w.row_bytes();
+    ws.box_rows = Shape::tile_w;
+    ws.box_cols = Shape::tile_k / 2;
+    if (status s = runner.tensor_map_2d(ws, program.w_map); !s)
+      return s;
+  }
+  return runner.run_specialized(program, tiles_x * tiles_w);
 }
 
 } // namespace cuda

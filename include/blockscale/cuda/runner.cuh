@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "status.hpp"
+#include "tensor_map.cuh"
 #include "warp.hpp"
 
 namespace blockscale {
@@ -163,6 +164,11 @@ struct device_runner {
     specialized_program_kernel<Program>
         <<<static_cast<unsigned>(ctas), Program::warps * warp_size, bytes, stream>>>(program);
     return detail::cuda_status(cudaGetLastError(), "kernel launch");
+  }
+
+  /// The TMA descriptor of `shape` (cuda/tensor_map.cuh), for programs that take tensor maps.
+  status tensor_map_2d(const warp::tensor_map_2d_shape& shape, warp::tensor_map& map) const {
+    return make_tensor_map_2d(shape, map);
   }
 
   std::size_t persistent_ctas() const {

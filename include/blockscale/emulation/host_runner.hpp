@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "../cuda/status.hpp"
+#include "../cuda/warp/async.hpp"
+#include "host_async.hpp"
 #include "host_cta.hpp"
 
 namespace blockscale {
@@ -46,6 +49,25 @@ struct host_runner {
     return {};
   }
   std::size_t persistent_ctas() const noexcept { return persistent; }
+
+  /// A warp-specialised program (emulation/host_async.hpp), its warps interleaved by
+  /// `order_seed` (0: a warp runs until it must wait).
+  template <class Program>
+  cuda::status run_specialized(const Program& program, std::size_t ctas) {
+    run_specialized_grid(program, ctas, order_seed, mma);
+    ctas_run += ctas;
+    ++launches;
+    return {};
+  }
+  /// The emulation's tensor map of `shape`; refuses what cuda::warp::tensor_map_2d_problem names.
+  cuda::status tensor_map_2d(const cuda::warp::tensor_map_2d_shape& shape,
+                             cuda::warp::tensor_map& map) const {
+    const std::string problem = cuda::warp::tensor_map_2d_problem(shape);
+    if (!problem.empty())
+      return {cuda::errc::invalid_argument, "make_tensor_map_2d: " + problem};
+    map = make_tensor_map_2d(shape);
+    return {};
+  }
 };
 
 } // namespace emulation

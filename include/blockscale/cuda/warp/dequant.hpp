@@ -47,6 +47,27 @@ BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr std::uint32_t e2m1_pair(
   return (t & 0x80008000u) | ((t >> 6) & 0x01C001C0u);
 }
 
+/// bf16x2 of the two E2M1 codes of byte `b` (< 256): the low nibble in the low half, the high
+/// nibble in the high half, each of value v · 2^-126 as `e2m1_pair` makes them. The wgmma A
+/// fragment wants two K-adjacent elements per register, which share a byte: one multiply places
+/// the byte at bits 6 and 18, where the low code's magnitude lands on the low half's bits 6–8 and
+/// the high code's on bits 22–24, and their signs (bits 9 and 25) one shift of 6 below 15 and 31.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE constexpr std::uint32_t
+e2m1_byte_pair(std::uint32_t b) noexcept {
+  const std::uint32_t y = b * 0x00040040u;
+  return (y & 0x01C001C0u) | ((y << 6) & 0x80008000u);
+}
+
+/// Byte `i` (0 … 3) of `w`, zero-extended: one PRMT on the device.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE std::uint32_t byte_of(std::uint32_t w,
+                                                                    int i) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(w, 0u, 0x4440u | static_cast<unsigned>(i));
+#else
+  return (w >> (8 * i)) & 0xFFu;
+#endif
+}
+
 /// The bf16 multipliers of one block scale, each a bf16 in both halves of a word (not to be
 /// confused with `quantize_params::scale_multiplier`, the float m of the quantizer).
 struct bf16_multiplier {

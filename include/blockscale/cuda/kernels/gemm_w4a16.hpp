@@ -1,0 +1,279 @@
+/// \file cuda/kernels/gemm_w4a16.hpp
+/// The W4A16 GEMM of Hopper (sm_90a) as a warp-specialised program (cuda/runner.cuh,
+/// `run_specialized`): C[M×N] = alpha · X · Wᵀ + beta · C with X[M×K] in BF16 and W[N×K] in any
+/// E2M1 block format (NVFP4, UE5M3-FP4, MXFP4 ...), FP32 or BF16 out. The same code runs on the
+/// host through emulation/host_async.hpp.
+///
+/// The weights are the warpgroup MMA's register operand A and the activations its shared operand
+/// B, so the MMA computes Cᵀ tiles: D[n, m] over 64 weight rows per consumer warpgroup and
+/// `tile_x` activation rows (wgmma's N, 8 to 256). A decode batch of M = 1 … 16 is therefore
+/// wgmma's small N, and no MMA is spent on rows that do not exist.
+///
+/// Warps. Consumers 0 … 4·C - 1 (C = 1 or 2 warpgroups, `setmaxnreg_inc`); the producer
+/// warpgroup 4·C … 4·C + 3 (`setmaxnreg_dec<40>`): its first warp issues the TMA loads of each
+/// k-tile (64 columns of K) into a ring of `stages` buffers — X's box of tile_x rows × 128 bytes
+/// under the 128-byte swizzle, W's box of tile_w rows × 32 bytes of packed E2M1 — and the other
+/// three turn the k-tile's block scale codes into bf16 multipliers (cuda/warp/dequant.hpp) in the
+/// same buffer, so that the consumers never decode a scale. A buffer is full when the TMA bytes
+/// have landed and those three warps have arrived (`full`, 4 arrivals); empty when every
+/// consumer warp has arrived after the wgmma that read it retired (`empty`).
+///
+/// Consumers. Thread t of a quad holds, per k16 chunk, the bytes 8c + t and 8c + t + 4 of each of
+/// its two rows' 32-byte k-tile: the wgmma A fragment's k = 2t, 2t + 1 and 2t + 8, 2t + 9 in
+/// natural order, as B's descriptor reads X. A byte's two codes become a bf16x2 in four integer
+/// instructions (`e2m1_byte_pair`) and one `mul.rn.bf16x2` by the block's multiplier (two for
+/// UE8M0): exact, as the dequantizer of the other paths. The next k-tile is dequantized while the
+/// current one's wgmma run (two fragment sets), and a buffer is released after its wgmma retired.
+///
+/// Epilogue, per element, in double as the reference GEMM (host/gemm_reference.hpp):
+/// p = s_dec_w · 2^offset · acc, r = alpha · p (beta == 0: C is not read) or
+/// fma(alpha, p, beta · C), rounded once to the output type. Rows past M or N and columns past K
+/// are zeros from the TMA box (the launcher, cuda/gemm.hpp, checks the rest).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../../block/matrix_view.hpp"
+#include "../../block/quantized_view.hpp"
+#include "../../numeric/half.hpp"
+#include "../warp.hpp"
+#include "../warp/async.hpp"
+#include "../warp/dequant.hpp"
+#include "../warp/tile.hpp"
+#include "../warp/wgmma.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+namespace cuda {
+
+/// The tile of a W4A16 GEMM: `Consumers` warpgroups of 64 weight rows each, `TileX` activation
+/// rows (wgmma's N), `Stages` buffers in the ring. K goes 64 columns at a time.
+template <int Consumers, int TileX, int Stages>
+struct w4a16_shape {
+  static_assert(Consumers == 1 || Consumers == 2, "one or two consumer warpgroups");
+  static_assert(TileX % 8 == 0 && TileX >= 8 && TileX <= 256, "wgmma's N: 8 to 256 by 8");
+  static_assert(Stages >= 2 && Stages <= 8, "2 to 8 buffers");
+  static constexpr int consumers = Consumers;
+  static constexpr int tile_w = 64 * Consumers; ///< weight rows (N of C) per CTA
+  static constexpr int tile_x = TileX;          ///< activation rows (M of C) per CTA
+  static constexpr int stages = Stages;
+  static constexpr int tile_k = 64;
+};
+
+namespace kernels {
+
+template <class Format, class Out, class Shape>
+struct gemm_w4a16_program {
+  using scale_type = typename Format::scale_type;
+  using dequant = warp::dequant_scale<scale_type>;
+  static_assert(Format::element_bits == 4, "W4A16 takes E2M1 weights");
+  static_assert(Format::block_size == 16 || Format::block_size == 32,
+                "blocks of 16 or 32 along K");
+
+  static constexpr int consumers = Shape::consumers;
+  static constexpr int warps = 4 * consumers + 4;
+  static constexpr int producer = 4 * consumers; ///< the producer warpgroup's first warp
+  static constexpr int tile_w = Shape::tile_w, tile_x = Shape::tile_x, stages = Shape::stages;
+  static constexpr int tile_k = Shape::tile_k;
+  static constexpr int x_row_bytes = 2 * tile_k; ///< 128: one 128-byte swizzle row
+  static constexpr int w_row_bytes = tile_k / 2; ///< 32 bytes of packed E2M1
+  static constexpr int x_bytes = tile_x * x_row_bytes, w_bytes = tile_w * w_row_bytes;
+  static constexpr int blocks = tile_k / Format::block_size; ///< per row and k-tile
+  static constexpr int words = blocks * dequant::multiplies; ///< multiplier words per row
+  static_assert(words == 4, "one 16-byte load of multipliers per row and k-tile");
+
+  struct shared_storage {
+    alignas(1024) unsigned char x[stages][x_bytes]; // each a whole number of 1024-byte atoms
+    alignas(128) unsigned char w[stages][w_bytes];
+    alignas(16) std::uint32_t multipliers[stages][tile_w][words];
+    warp::mbarrier full[stages];
+    warp::mbarrier empty[stages];
+  };
+
+  warp::tensor_map x_map; ///< X: M × K bf16, box tile_x × 64, 128-byte swizzle
+  warp::tensor_map w_map; ///< W: N × row_bytes bytes, box tile_w × 32
+  const_quantized_view<Format> w;
+  matrix_view<Out> c;
+  float alpha = 1.0f, beta = 0.0f;
+  std::uint32_t tiles_x = 1; ///< CTAs along M
+  std::uint32_t k_tiles = 0;
+
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage& shared) const {
+    if (warp.index() == producer)
+      for (int s = 0; s < stages; ++s) {
+        warp.mbarrier_init(shared.full[s], 4);
+        warp.mbarrier_init(shared.empty[s], 4 * consumers);
+      }
+    warp.sync_cta();
+    const int x0 = static_cast<int>(cta.index % tiles_x) * tile_x;
+    const int n0 = static_cast<int>(cta.index / tiles_x) * tile_w;
+    if (warp.index() >= producer) {
+      warp.template setmaxnreg_dec<40>();
+      produce(warp, x0, n0, shared);
+    } else {
+      warp.template setmaxnreg_inc<consumers == 1 ? 240 : 232>();
+      consume(warp, x0, n0, shared);
+    }
+  }
+
+private:
+  BLOCKSCALE_HOST_DEVICE static constexpr std::uint32_t parity(std::uint32_t tile) noexcept {
+    return (tile / stages) & 1u;
+  }
+
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void produce(Warp& warp, int x0, int n0, shared_storage& shared) const {
+    const int role = warp.index() - producer; // 0: TMA; 1 … 3: multipliers
+    for (std::uint32_t i = 0; i < k_tiles; ++i) {
+      const int s = static_cast<int>(i % stages);
+      warp.mbarrier_wait(shared.empty[s], parity(i) ^ 1u);
+      if (role == 0) {
+        warp.mbarrier_arrive_expect_tx(shared.full[s], x_bytes + w_bytes);
+        warp.tma_load_2d(shared.x[s], x_map, static_cast<int>(i) * tile_k, x0, shared.full[s]);
+        warp.tma_load_2d(shared.w[s], w_map, static_cast<int>(i) * w_row_bytes, n0,
+                         shared.full[s]);
+      } else {
+        const std::size_t first_block = static_cast<std::size_t>(i) * blocks;
+        warp.each([&](int lane) {
+          for (int r = 32 * (role - 1) + lane; r < tile_w; r += 96)
+            multipliers_of(static_cast<std::size_t>(n0 + r), first_block,
+                           shared.multipliers[s][r]);
+        });
+        warp.mbarrier_arrive(shared.full[s]);
+      }
+    }
+  }
+
+  /// The multiplier words of row `row`'s blocks first_block … + blocks; zeros past W.
+  BLOCKSCALE_HOST_DEVICE void multipliers_of(std::size_t row, std::size_t first_block,
+                                             std::uint32_t* to) const {
+    BLOCKSCALE_UNROLL
+    for (int b = 0; b < blocks; ++b) {
+      const std::size_t kb = first_block + static_cast<std::size_t>(b);
+      warp::bf16_multiplier m{0u, 0u};
+      if (row < w.rows() && kb < w.blocks_per_row())
+        m = dequant::multiplier(w.scales()[w.scale_index(row, kb)]);
+      to[dequant::multiplies * b] = m.first;
+      if constexpr (dequant::multiplies == 2)
+        to[2 * b + 1] = m.second;
+    }
+  }
+
+  /// Lane `lane`'s A fragments of the k-tile in buffer `s`, one per k16 chunk (file comment).
+  template <class Warp, class Fragments>
+  BLOCKSCALE_HOST_DEVICE static void dequantize(const Warp& warp, const shared_storage& shared,
+                                                int s, Fragments& f) {
+    const int row0 = 16 * (warp.index() % 4) + 64 * (warp.index() / 4);
+    warp.each([&](int lane) {
+      const int t = lane % 4;
+      BLOCKSCALE_UNROLL
+      for (int half = 0; half < 2; ++half) { // rows g and g + 8
+        const int row = row0 + lane / 4 + 8 * half;
+        const auto lo =
+            warp::detail::load_shared<warp::detail::word_quad>(shared.w[s] + row * w_row_bytes);
+        const auto hi = warp::detail::load_shared<warp::detail::word_quad>(
+            shared.w[s] + row * w_row_bytes + 16);
+        const auto m = warp::detail::load_shared<warp::detail::word_quad>(
+            reinterpret_cast<const std::uint8_t*>(shared.multipliers[s][row]));
+        BLOCKSCALE_UNROLL
+        for (int chunk = 0; chunk < 4; ++chunk) {
+          BLOCKSCALE_UNROLL
+          for (int q = 0; q < 2; ++q) { // k = 2t (+1) and 2t + 8 (+1) of the chunk
+            const int word = 2 * chunk + q;
+            const std::uint32_t packed = word < 4 ? lo.w[word] : hi.w[word - 4];
+            const int block = (16 * chunk + 8 * q) / Format::block_size;
+            std::uint32_t pair =
+                Warp::mul_bf16x2(warp::e2m1_byte_pair(warp::byte_of(packed, t)),
+                                 m.w[dequant::multiplies * block]);
+            if constexpr (dequant::multiplies == 2)
+              pair = Warp::mul_bf16x2(pair, m.w[2 * block + 1]);
+            f[chunk][lane].r[2 * q + half] = pair;
+          }
+        }
+      }
+    });
+  }
+
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE static warp::smem_descriptor x_descriptor(Warp& warp,
+                                                                   const unsigned char* stage) {
+    return warp::smem_descriptor::make(warp.shared_address(stage), 16, 8 * x_row_bytes,
+                                       warp::smem_swizzle::bytes128);
+  }
+
+  /// k-tile `i` (in `cur`, dequantized) times X; dequantizes k-tile i + 1 into `next` meanwhile.
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp, class Accumulator, class Fragments>
+  BLOCKSCALE_HOST_DEVICE void step(Warp& warp, std::uint32_t i, Accumulator& acc,
+                                   const Fragments& cur, Fragments& next,
+                                   shared_storage& shared) const {
+    const int s = static_cast<int>(i % stages);
+    const warp::smem_descriptor b = x_descriptor(warp, shared.x[s]);
+    warp.wgmma_fence();
+    BLOCKSCALE_UNROLL
+    for (int chunk = 0; chunk < 4; ++chunk)
+      warp.wgmma(warp::wgmma_bf16_rs<tile_x>{}, acc, cur[chunk],
+                 b.advanced(static_cast<std::uint32_t>(2 * 16 * chunk)), true);
+    warp.wgmma_commit();
+    if (i + 1 < k_tiles) {
+      const int n = static_cast<int>((i + 1) % stages);
+      warp.mbarrier_wait(shared.full[n], parity(i + 1));
+      dequantize(warp, shared, n, next);
+    }
+    warp.template wgmma_wait<0>();
+    warp.mbarrier_arrive(shared.empty[s]);
+  }
+
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, int x0, int n0, shared_storage& shared) const {
+    using traits = warp::mma_traits<warp::sm90_wgmma_m64nNk16_f32_bf16_rs<tile_x>>;
+    lanes<Warp, warp::wgmma_accumulator<tile_x>> acc;
+    lanes<Warp, warp::a_fragment> f0[4], f1[4];
+    warp.each([&](int lane) {
+      for (float& v : acc[lane].r)
+        v = 0.0f;
+    });
+    if (k_tiles > 0) {
+      warp.mbarrier_wait(shared.full[0], 0u);
+      dequantize(warp, shared, 0, f0);
+    }
+    for (std::uint32_t i = 0; i < k_tiles; i += 2) {
+      step(warp, i, acc, f0, f1, shared);
+      if (i + 1 < k_tiles)
+        step(warp, i + 1, acc, f1, f0, shared);
+    }
+    const double t = static_cast<double>(w.decode_scale()) * std::ldexp(1.0, dequant::offset);
+    const int thread = 32 * (warp.index() % 4); // the warp's first thread in its warpgroup
+    const int w0 = n0 + 64 * (warp.index() / 4);
+    warp.each([&](int lane) {
+      BLOCKSCALE_UNROLL
+      for (int r = 0; r < tile_x / 2; ++r) {
+        const warp::coord nm = traits::c_coord(thread + lane, r);
+        const std::size_t row = static_cast<std::size_t>(x0 + nm.col); // of C: M
+        const std::size_t col = static_cast<std::size_t>(w0 + nm.row); // of C: N
+        if (row >= c.rows() || col >= c.cols())
+          continue;
+        const double p = t * static_cast<double>(acc[lane].r[r]);
+        const double out =
+            beta == 0.0f
+                ? static_cast<double>(alpha) * p
+                : std::fma(static_cast<double>(alpha), p,
+                           static_cast<double>(beta) *
+                               static_cast<double>(static_cast<float>(c(row, col))));
+        c(row, col) = Out(out);
+      }
+    });
+  }
+};
+
+} // namespace kernels
+} // namespace cuda
+} // namespace v0
+} // namespace blockscale
