@@ -8,6 +8,8 @@
 // the formats allow, gemm_large_m otherwise: on sm_90 both formats take the bf16 path). The
 // baseline: cublasLtMatmul on the BF16 inputs the operands were quantized from, TN (both operands
 // K-major), FP32 accumulation, BF16 out, the heuristic's first algorithm, 32 MiB of workspace.
+// Where the device's code has the warpgroup MMA (sm_90a), also the W4A16 GEMM (cuda::gemm_w4a16):
+// A as it is in BF16 times B quantized to NVFP4 or UE5M3-FP4 (row-major scales).
 //
 // A plain main() with CUDA events, as bench_quantize_cuda.cu and for its reasons (untimed device
 // work before each timed call; builds where Google Benchmark is missing), timed the same way
@@ -256,6 +258,36 @@ verdict check_ours(const quantized_matrix<F>& a, const quantized_matrix<F>& b,
       const double value = static_cast<double>(static_cast<float>(got[i * cols.size() + j]));
       v.add(rows[i], cols[j], value, want,
             gemm_error_bound<bfloat16>(a.cols(), t, magnitude, std::fabs(want)));
+    }
+  return v;
+}
+
+/// W4A16: the sampled outputs `got` against gemm::reference on those rows of X (BF16, as float)
+/// and of the quantized W, within the same bound (W's decode scale only).
+template <class F>
+verdict check_w4a16(const std::vector<bfloat16>& x, std::size_t k, const quantized_matrix<F>& w,
+                    const std::vector<std::size_t>& rows, const std::vector<std::size_t>& cols,
+                    const std::vector<bfloat16>& got) {
+  const quantized_matrix<F> sw = rows_of(w, cols);
+  std::vector<float> xf(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    xf[i] = static_cast<float>(x[i]);
+  std::vector<float> ref(rows.size() * cols.size());
+  gemm::reference(matrix_view<const float>(xf.data(), rows.size(), k), sw,
+                  matrix_view<float>(ref.data(), rows.size(), cols.size()), 1.0f, 0.0f, 0);
+  const std::vector<double> mw = magnitudes(sw, k);
+  const double t = static_cast<double>(w.decode_scale());
+  verdict v;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < cols.size(); ++j) {
+      double magnitude = 0.0;
+      for (std::size_t c = 0; c < k; ++c)
+        magnitude += std::fabs(static_cast<double>(xf[i * k + c])) * mw[j * k + c];
+      const double want =
+          static_cast<double>(static_cast<float>(bfloat16(ref[i * cols.size() + j])));
+      const double value = static_cast<double>(static_cast<float>(got[i * cols.size() + j]));
+      v.add(rows[i], cols[j], value, want, gemm_error_bound<bfloat16>(k, t, magnitude,
+                                                                     std::fabs(want)));
     }
   return v;
 }
@@ -520,6 +552,48 @@ private:
       ours<nvfp4>(p, "NVFP4 × NVFP4 → BF16", a, b, c, rows, cols, cublas_tflops);
     if (!stopped_)
       ours<ue5m3_fp4>(p, "UE5M3-FP4 × UE5M3-FP4 → BF16", a, b, c, rows, cols, cublas_tflops);
+    if (!stopped_ && cuda::detail::device_has_wgmma(stream)) {
+      ours_w4a16<nvfp4>(p, "BF16 × NVFP4 (W4A16) → BF16", a, b, c, rows, cols, cublas_tflops);
+      if (!stopped_)
+        ours_w4a16<ue5m3_fp4>(p, "BF16 × UE5M3-FP4 (W4A16) → BF16", a, b, c, rows, cols,
+                              cublas_tflops);
+    }
+  }
+
+  /// The W4A16 GEMM: X = a as it is (BF16), W = b quantized on the device.
+  template <class F>
+  void ours_w4a16(const problem& p, const std::string& operation, const bf16_buffer& a,
+                  const bf16_buffer& b, const bf16_buffer& c, const std::vector<std::size_t>& rows,
+                  const std::vector<std::size_t>& cols, double cublas_tflops) {
+    const cudaStream_t stream = dev_.stream();
+    result_row* done = row(p, operation, [&](result_row& r) {
+      r.shape = p.m <= 16 ? "gemm_w4a16_decode" : p.m <= 64 ? "gemm_w4a16_medium" : "gemm_w4a16_large";
+      quantize_options options;
+      cuda::device_quantized_matrix<F> qw(quantized_shape_for(p.n, p.k, options), stream);
+      check_status(
+          cuda::quantize_into(matrix_view<const bfloat16>::unchecked(b.data(), p.n, p.k, p.k),
+                              qw.view(), options, stream),
+          "cuda::quantize_into (W)");
+      const auto xv = matrix_view<const bfloat16>::unchecked(a.data(), p.m, p.k, p.k);
+      const auto wv = std::as_const(qw).view();
+      const auto cv = matrix_view<bfloat16>::unchecked(c.data(), p.m, p.n, p.n);
+      const auto call = [&] {
+        check_status(cuda::gemm_w4a16(xv, wv, cv, 1.0f, 0.0f, stream), "cuda::gemm_w4a16");
+      };
+      check_cuda(cudaMemsetAsync(c.data(), 0xFF, c.count * sizeof(bfloat16), stream),
+                 "cudaMemsetAsync");
+      call();
+      dev_.sync();
+      quantized_matrix<F> hw(qw.shape());
+      check_status(qw.copy_to(hw, stream), "device_quantized_matrix::copy_to (W)");
+      dev_.sync();
+      const verdict v = check_w4a16(rows_to_host(a.data(), p.k, rows, {}, stream), p.k, hw, rows,
+                                    cols, rows_to_host(c.data(), p.n, rows, cols, stream));
+      r.check = v.text();
+      r.failed = v.bad != 0;
+      timed(r, dev_.time(call, {args_.warmup, args_.iterations}).device_us);
+    });
+    done->ratio = done->tflops / cublas_tflops;
   }
 
   template <class F>

@@ -13,7 +13,7 @@
 #   2. Catch2 (for the tests) from build-gpu-deps/ or the system, else apt-get where that works
 #      (Google Benchmark is not needed: the CUDA benchmark also builds on its own);
 #   3. configure build-gpu/: tests, benchmarks and examples on (AUTO for a missing package), CUDA
-#      for the device's architecture (nvidia-smi's compute_cap: 9.0 -> 90); when that build has no
+#      for the device's architecture (nvidia-smi's compute_cap: 9.0 -> 90a); when that build has no
 #      CUDA benchmark target, build-gpu-bench/ from bench/gpu/ on its own, built alongside;
 #   4. build only the targets needed, in parallel: the tests labelled `cuda` (tests/unit/*.cu ->
 #      blockscale_test_<area>, and the CUDA examples), the other examples whose names contain
@@ -227,7 +227,8 @@ if [[ -z $arch ]]; then
   case $cap in
   '' | *[!0-9]*) arch=90 ;;
   1[0-9][0-9]) arch=${cap}a ;; # 10.0 -> 100a, 12.0 -> 120a, as the project's default list
-  *) arch=$cap ;;              # 9.0 -> 90, 8.0 -> 80
+  9[0-9]) arch=${cap}a ;;    # 9.0 -> 90a: the warpgroup MMA and setmaxnreg are `a` features
+  *) arch=$cap ;;              # 8.0 -> 80, 8.6 -> 86
   esac
 fi
 log "CUDA architecture: $arch"

@@ -3,10 +3,18 @@
 // ring (tests/support/async_ring.hpp) under every swizzle must store 3 · in + 1 exactly as the
 // emulation does, and the TMA + wgmma GEMM (tests/support/async_gemm.hpp), SS and RS, must equal
 // the emulation under the sm_90 model bit for bit. Tensor maps come from cuda::make_tensor_map_2d
-// on the device and emulation::make_tensor_map_2d on the host, for the same shapes.
+// on the device and emulation::make_tensor_map_2d on the host, for the same shapes. The W4A16 GEMM
+// (cuda/kernels/gemm_w4a16.hpp), every shape and three scale formats, must equal its emulation
+// (emulation::host_runner, sm_90 model) bit for bit, through cuda::gemm_w4a16 and through the
+// launcher with each shape.
+#include <blockscale/block/block_format.hpp>
+#include <blockscale/cuda/buffer.cuh>
+#include <blockscale/cuda/gemm.cuh>
 #include <blockscale/cuda/runner.cuh>
 #include <blockscale/cuda/tensor_map.cuh>
 #include <blockscale/emulation/host_async.hpp>
+#include <blockscale/emulation/host_runner.hpp>
+#include <blockscale/host/quantize.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +27,7 @@
 #include "async_ring.hpp"
 #include "catch.hpp"
 #include "cuda_test.cuh"
+#include "gemm_operands.hpp"
 
 using namespace blockscale;
 namespace ring = blockscale_test::async_ring;
@@ -174,4 +183,69 @@ TEST_CASE("make_tensor_map_2d refuses what the emulation refuses", "[cuda][async
   CHECK(s.message().find("exactly as wide") != std::string::npos);
   require_ok(
       cuda::make_tensor_map_2d({t.data(), 2, 8, 64, 128, 8, 64, smem_swizzle::bytes128}, map));
+}
+
+namespace {
+
+/// The W4A16 GEMM of shape `Shape` (or cuda::gemm_w4a16's choice, `automatic`) on the device and
+/// on the host, FP32 out, beta 0.5 over the same C: equal bit for bit.
+template <class Shape, class F>
+void w4a16_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool automatic,
+                              std::uint64_t seed) {
+  INFO(m << "x" << n << "x" << k << (automatic ? ", automatic shape" : ""));
+  const std::size_t ld = (k + 7) / 8 * 8 + 8;
+  const std::vector<float> xf = random_matrix(m, ld, seed, 4.0f);
+  std::vector<std::uint16_t> x(m * ld);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = emulation::ptx::bf16_round(xf[i]);
+  const std::vector<float> wf = random_matrix(n, k, seed + 1, 3.0f);
+  const auto w = quantized<F>(wf, n, k, scale_layout::row_major);
+  std::vector<float> host_c = random_matrix(m, n, seed + 2, 1.0f);
+  device_array<std::uint16_t> device_x(x);
+  device_array<float> device_c(host_c);
+  cuda::device_quantized_matrix<F> device_w(w.shape(), test_stream());
+  require_ok(device_w.copy_from(w, test_stream()));
+
+  const auto xv = [](const std::uint16_t* p, std::size_t rows, std::size_t cols, std::size_t l) {
+    return matrix_view<const bfloat16>::unchecked(reinterpret_cast<const bfloat16*>(p), rows, cols,
+                                                  l);
+  };
+  emulation::host_runner host;
+  host.mma = emulation::ptx::mma_model::sm90;
+  require_ok(cuda::launch_gemm_w4a16<Shape>(host, xv(x.data(), m, k, ld), w.view(),
+                                            matrix_view<float>(host_c.data(), m, n), 1.5f, 0.5f));
+  const auto dc = matrix_view<float>::unchecked(device_c.data(), m, n, n);
+  const auto dw = std::as_const(device_w).view();
+  if (automatic) {
+    require_ok(cuda::gemm_w4a16(xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f,
+                                test_stream()));
+  } else {
+    cuda::device_runner device{test_stream()};
+    require_ok(cuda::launch_gemm_w4a16<Shape>(device, xv(device_x.data(), m, k, ld), dw, dc, 1.5f,
+                                              0.5f));
+  }
+  const std::vector<float> got = device_c.download(m * n);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &host_c[i], sizeof(float)) != 0 && ++differ <= 5)
+      FAIL_CHECK("C(" << i / n << ", " << i % n << "): device " << got[i] << ", emulation "
+                      << host_c[i]);
+  CHECK(differ == 0);
+}
+
+} // namespace
+
+TEST_CASE("the W4A16 GEMM on the device equals its emulation bit for bit",
+          "[cuda][async][wgmma][w4a16]") {
+  if (!hopper())
+    return;
+  const std::uint64_t seed = fresh_seed();
+  // cuda::gemm_w4a16 picks the shape by M, so each of these runs the shape named with it.
+  w4a16_device_equals_host<cuda::gemm_w4a16_decode, nvfp4>(1, 200, 320, true, seed);
+  w4a16_device_equals_host<cuda::gemm_w4a16_decode, ue5m3_fp4>(16, 130, 96, false, seed + 1);
+  w4a16_device_equals_host<cuda::gemm_w4a16_medium, mxfp4>(37, 70, 256, true, seed + 2);
+  w4a16_device_equals_host<cuda::gemm_w4a16_medium, nvfp4>(64, 257, 512, false, seed + 3);
+  w4a16_device_equals_host<cuda::gemm_w4a16_large, ue5m3_fp4>(130, 257, 512, true, seed + 4);
+  w4a16_device_equals_host<cuda::gemm_w4a16_large, mxfp4>(300, 384, 1024, false, seed + 5);
+  w4a16_device_equals_host<cuda::gemm_w4a16_large, nvfp4>(129, 129, 64, false, seed + 6);
 }

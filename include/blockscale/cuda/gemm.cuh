@@ -13,6 +13,9 @@
 /// 128 × 128 CTA tile into shared memory beyond (gemm_large_m), or in registers where the device
 /// gives a block too little shared memory for that (gemm_large_m_in_register).
 /// `gemm_with_shape<Shape>` takes the one you name.
+///
+/// `gemm_w4a16(x, w, c, alpha, beta, stream)`: BF16 activations times E2M1 weights on sm_90a's
+/// warpgroup MMA (cuda/kernels/gemm_w4a16.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,18 +35,23 @@ inline namespace v0 {
 namespace cuda {
 namespace detail {
 
-// A template, so that every translation unit including this header may define it.
+// Templates, so that every translation unit including this header may define them.
 template <int = 0>
 __global__ void block_scaled_mma_probe(int* has) {
   *has = BLOCKSCALE_CUDA_HAS_BLOCK_SCALED_MMA;
 }
+template <int = 0>
+__global__ void wgmma_probe(int* has) {
+  *has = BLOCKSCALE_CUDA_HAS_WGMMA;
+}
 
-/// Whether the code this program runs on the current device has the block-scaled MMA (the pass
-/// that was loaded for it decides, not the device alone). Probed once per device with a tiny
-/// kernel and a synchronous copy; while `stream` is being captured into a graph the probe would
-/// break the capture, so an unprobed device answers false then (uncached), and a probe whose
-/// calls fail is not cached either.
-inline bool device_has_block_scaled_mma(cudaStream_t stream = nullptr) {
+/// Whether the code this program runs on the current device writes a nonzero flag from `probe`
+/// (the pass that was loaded for it decides, not the device alone). Probed once per device and
+/// probe with a tiny kernel and a synchronous copy; while `stream` is being captured into a graph
+/// the probe would break the capture, so an unprobed device answers false then (uncached), and a
+/// probe whose calls fail is not cached either.
+template <void (*Probe)(int*)>
+bool device_code_has(cudaStream_t stream) {
   static std::mutex lock;
   static int known[64] = {}; // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -64,7 +72,7 @@ inline bool device_has_block_scaled_mma(cudaStream_t stream = nullptr) {
   int has = 0;
   bool probed = false;
   if (cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
-    block_scaled_mma_probe<><<<1, 1>>>(flag);
+    Probe<<<1, 1>>>(flag);
     probed = cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaFree(flag);
   }
@@ -72,6 +80,15 @@ inline bool device_has_block_scaled_mma(cudaStream_t stream = nullptr) {
   if (probed)
     known[device] = has ? 2 : 1;
   return probed && has != 0;
+}
+
+/// Whether the code this program runs on the current device has the block-scaled MMA (sm_120a).
+inline bool device_has_block_scaled_mma(cudaStream_t stream = nullptr) {
+  return device_code_has<block_scaled_mma_probe<>>(stream);
+}
+/// Whether the code this program runs on the current device has the warpgroup MMA (sm_90a).
+inline bool device_has_wgmma(cudaStream_t stream = nullptr) {
+  return device_code_has<wgmma_probe<>>(stream);
 }
 
 /// Whether `Program`'s shared storage fits the current device's opt-in limit per block.
@@ -126,6 +143,35 @@ template <class FormatA, class FormatB, class Out>
                           float alpha = 1.0f, float beta = 0.0f, cudaStream_t stream = nullptr) {
   return gemm(const_quantized_view<FormatA>(a), const_quantized_view<FormatB>(b), c, alpha, beta,
               stream);
+}
+
+/// C[M×N] = alpha · X[M×K] · W[N×K]ᵀ + beta · C with X in BF16 (a device matrix, rows x.ld()
+/// elements apart) and W quantized along K in an E2M1 block format (NVFP4, UE5M3-FP4, MXFP4 ...):
+/// the W4A16 GEMM of sm_90a (cuda/kernels/gemm_w4a16.hpp), its shape chosen by M —
+/// gemm_w4a16_decode up to M = 16, gemm_w4a16_medium up to 64, gemm_w4a16_large beyond.
+/// errc::unsupported where the code this program runs on the device has no warpgroup MMA (built
+/// without sm_90a, or another architecture); the other errors are launch_gemm_w4a16's.
+template <class Format, class Out>
+[[nodiscard]] status gemm_w4a16(matrix_view<const bfloat16> x, const_quantized_view<Format> w,
+                                matrix_view<Out> c, float alpha = 1.0f, float beta = 0.0f,
+                                cudaStream_t stream = nullptr) {
+  if (!detail::device_has_wgmma(stream))
+    return {errc::unsupported, "gemm_w4a16: the code running on this device has no warpgroup MMA "
+                               "(compile for sm_90a and run on a compute capability 9.0 GPU)"};
+  device_runner runner{stream};
+  if (x.rows() <= 16)
+    return launch_gemm_w4a16<gemm_w4a16_decode>(runner, x, w, c, alpha, beta);
+  if (x.rows() <= 64)
+    return launch_gemm_w4a16<gemm_w4a16_medium>(runner, x, w, c, alpha, beta);
+  return launch_gemm_w4a16<gemm_w4a16_large>(runner, x, w, c, alpha, beta);
+}
+
+/// The same with a writable view of W.
+template <class Format, class Out>
+[[nodiscard]] status gemm_w4a16(matrix_view<const bfloat16> x, quantized_view<Format> w,
+                                matrix_view<Out> c, float alpha = 1.0f, float beta = 0.0f,
+                                cudaStream_t stream = nullptr) {
+  return gemm_w4a16(x, const_quantized_view<Format>(w), c, alpha, beta, stream);
 }
 
 } // namespace cuda

@@ -20,6 +20,7 @@ enum class errc {
   misaligned,       ///< a buffer is not aligned as the kernel's vector stores need
   too_large,        ///< the launch needs more CTAs than a grid holds
   cuda_error,       ///< the CUDA runtime reported an error (cuda_error() holds it)
+  unsupported,      ///< the device, or the code built for it, lacks what the operation needs
 };
 
 /// The outcome of a launcher: success, or an error with a message. The launchers are

@@ -165,6 +165,7 @@ private:
   }
 
   /// Lane `lane`'s A fragments of the k-tile in buffer `s`, one per k16 chunk (file comment).
+  BLOCKSCALE_HD_TEMPLATE
   template <class Warp, class Fragments>
   BLOCKSCALE_HOST_DEVICE static void dequantize(const Warp& warp, const shared_storage& shared,
                                                 int s, Fragments& f) {
