@@ -3,13 +3,14 @@
 // cuBLAS, each configuration first checked against the host on a slice of its output.
 //
 // Ours: C[M×N] (BF16) = A[M×K] · B[N×K]ᵀ with A and B quantized along K (NVFP4 × NVFP4 and
-// UE5M3-FP4 × UE5M3-FP4, tensor-core scale layout), through cuda::gemm, which picks the shape
-// (gemm_small_m for M ≤ 64; else gemm_block_scaled where the device's code has the sm_120a MMA and
-// the formats allow, gemm_large_m otherwise: on sm_90 both formats take the bf16 path). The
-// baseline: cublasLtMatmul on the BF16 inputs the operands were quantized from, TN (both operands
-// K-major), FP32 accumulation, BF16 out, the heuristic's first algorithm, 32 MiB of workspace.
-// Where the device's code has the warpgroup MMA (sm_90a), also the W4A16 GEMM (cuda::gemm_w4a16):
-// A as it is in BF16 times B quantized to NVFP4 or UE5M3-FP4 (row-major scales).
+// UE5M3-FP4 × UE5M3-FP4, tensor-core scale layout), through cuda::gemm, which picks the shape:
+// gemm_block_scaled for M > 64 where the device's code has the sm_120a MMA and the formats allow;
+// the gemm_wgmma shapes where it has sm_90a's warpgroup MMA; else gemm_small_m for M ≤ 64 and
+// gemm_large_m beyond. The baseline: cublasLtMatmul on the BF16 inputs the operands were
+// quantized from, TN (both operands K-major), FP32 accumulation, BF16 out, the heuristic's first
+// algorithm, 32 MiB of workspace. Where the device's code has the warpgroup MMA (sm_90a), also the
+// W4A16 GEMM (cuda::gemm_w4a16): A as it is in BF16 times B quantized to NVFP4 or UE5M3-FP4
+// (row-major scales).
 //
 // A plain main() with CUDA events, as bench_quantize_cuda.cu and for its reasons (untimed device
 // work before each timed call; builds where Google Benchmark is missing), timed the same way
@@ -286,8 +287,8 @@ verdict check_w4a16(const std::vector<bfloat16>& x, std::size_t k, const quantiz
       const double want =
           static_cast<double>(static_cast<float>(bfloat16(ref[i * cols.size() + j])));
       const double value = static_cast<double>(static_cast<float>(got[i * cols.size() + j]));
-      v.add(rows[i], cols[j], value, want, gemm_error_bound<bfloat16>(k, t, magnitude,
-                                                                     std::fabs(want)));
+      v.add(rows[i], cols[j], value, want,
+            gemm_error_bound<bfloat16>(k, t, magnitude, std::fabs(want)));
     }
   return v;
 }
@@ -374,11 +375,13 @@ std::vector<bfloat16> rows_to_host(const bfloat16* from, std::size_t cols,
 
 template <class F>
 const char* automatic_shape(std::size_t m) {
+  constexpr bool native = std::is_same<F, nvfp4>::value || std::is_same<F, mxfp4>::value;
+  if (m > 64 && native && cuda::detail::device_has_block_scaled_mma())
+    return "gemm_block_scaled";
+  if (cuda::detail::device_has_wgmma()) // the benchmark's operands are all TMA-aligned
+    return m <= 16 ? "gemm_wgmma_small" : m <= 64 ? "gemm_wgmma_medium" : "gemm_wgmma_large";
   if (m <= 64)
     return "gemm_small_m";
-  constexpr bool native = std::is_same<F, nvfp4>::value || std::is_same<F, mxfp4>::value;
-  if (native && cuda::detail::device_has_block_scaled_mma())
-    return "gemm_block_scaled";
   if (cuda::detail::fits_shared_memory<
           cuda::kernels::gemm_program<F, F, bfloat16, cuda::gemm_large_m>>())
     return "gemm_large_m";
@@ -567,7 +570,9 @@ private:
                   const std::vector<std::size_t>& cols, double cublas_tflops) {
     const cudaStream_t stream = dev_.stream();
     result_row* done = row(p, operation, [&](result_row& r) {
-      r.shape = p.m <= 16 ? "gemm_w4a16_decode" : p.m <= 64 ? "gemm_w4a16_medium" : "gemm_w4a16_large";
+      r.shape = p.m <= 16   ? "gemm_wgmma_small"
+                : p.m <= 64 ? "gemm_wgmma_medium"
+                            : "gemm_wgmma_large";
       quantize_options options;
       cuda::device_quantized_matrix<F> qw(quantized_shape_for(p.n, p.k, options), stream);
       check_status(

@@ -33,17 +33,32 @@ bs::cuda::status launch_w4a16(bs::matrix_view<const bs::bfloat16> x,
   bs::cuda::device_runner runner{stream};
   return bs::cuda::launch_gemm_w4a16<Shape>(runner, x, w, c, 1.0f, 0.0f);
 }
-template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_decode, bs::nvfp4, float>(
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_wgmma_small, bs::nvfp4, float>(
     bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::nvfp4>,
     bs::matrix_view<float>, cudaStream_t);
-template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_medium, bs::ue5m3_fp4, bs::bfloat16>(
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_wgmma_medium, bs::ue5m3_fp4, bs::bfloat16>(
     bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::ue5m3_fp4>,
     bs::matrix_view<bs::bfloat16>, cudaStream_t);
-template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_large, bs::nvfp4, float>(
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_wgmma_large, bs::nvfp4, float>(
     bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::nvfp4>,
     bs::matrix_view<float>, cudaStream_t);
-template bs::cuda::status launch_w4a16<bs::cuda::gemm_w4a16_large, bs::mxfp4, float>(
+template bs::cuda::status launch_w4a16<bs::cuda::gemm_wgmma_large, bs::mxfp4, float>(
     bs::matrix_view<const bs::bfloat16>, bs::const_quantized_view<bs::mxfp4>,
     bs::matrix_view<float>, cudaStream_t);
+
+// The FP4 × FP4 GEMM on wgmma: the producer dequantizes A into the swizzled buffer.
+template <class Shape, class FA, class FB, class Out>
+bs::cuda::status launch_fp4(bs::const_quantized_view<FA> a, bs::const_quantized_view<FB> b,
+                            bs::matrix_view<Out> c, cudaStream_t stream) {
+  bs::cuda::device_runner runner{stream};
+  return bs::cuda::launch_gemm_wgmma<Shape>(runner, a, b, c, 1.0f, 0.0f);
+}
+template bs::cuda::status launch_fp4<bs::cuda::gemm_wgmma_large, bs::nvfp4, bs::nvfp4, float>(
+    bs::const_quantized_view<bs::nvfp4>, bs::const_quantized_view<bs::nvfp4>,
+    bs::matrix_view<float>, cudaStream_t);
+template bs::cuda::status
+    launch_fp4<bs::cuda::gemm_wgmma_small, bs::ue5m3_fp4, bs::ue5m3_fp4, bs::bfloat16>(
+        bs::const_quantized_view<bs::ue5m3_fp4>, bs::const_quantized_view<bs::ue5m3_fp4>,
+        bs::matrix_view<bs::bfloat16>, cudaStream_t);
 
 } // namespace blockscale_static

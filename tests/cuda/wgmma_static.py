@@ -4,10 +4,10 @@ async_kernels.cu's objects and fails unless each kernel wgmma_ss_then_rs<N> hold
 HGMMA.64xNx16.F32.BF16 reading A through a descriptor (gdesc) and one reading A from registers,
 the warp-specialised ring program's kernel holds every instruction of the asynchronous units it
 uses (ASYNC_SASS), the warp-specialised GEMM's kernel both HGMMA.64x32x16.F32.BF16 forms and
-setmaxnreg (GEMM_SASS), each W4A16 GEMM kernel (cuda/kernels/gemm_w4a16.hpp) HGMMA with A in
-registers only, no HMMA, setmaxnreg, and a main loop that waits on its ring and dequantizes in at
-most W4A16_LIMIT instructions per element (w4a16_report), and no kernel uses local memory. Skips (77) without cuobjdump, found as
-cuda_static.py finds it."""
+setmaxnreg (GEMM_SASS), each warpgroup-MMA GEMM kernel (cuda/kernels/gemm_w4a16.hpp: W4A16
+and FP4 x FP4) HGMMA with A in registers only, no HMMA, setmaxnreg, and a main loop that waits
+on its ring and dequantizes in at most W4A16_LIMIT instructions per element (w4a16_report), and
+no kernel uses local memory. Skips (77) without cuobjdump, found as cuda_static.py finds it."""
 
 from __future__ import annotations
 
@@ -31,10 +31,14 @@ ASYNC_KERNEL = "specialized_program_kernel<blockscale_test::async_ring::ring_pro
 GEMM_KERNEL = "specialized_program_kernel<blockscale_test::async_gemm::gemm_program>"
 
 
-# The W4A16 kernels: HGMMA.64xNx16 with A from registers, the dequantization's instructions per
-# element at most this in the main loop (one bf16 multiply per pair; UE8M0 scales need two).
-W4A16_KERNEL = "gemm_w4a16_program<"
+# The W4A16 and FP4 x FP4 kernels: HGMMA.64xNx16 with A from registers, the dequantization's
+# instructions per element at most this in the main loop (one bf16 multiply per pair; UE8M0
+# scales need two).
+W4A16_KERNEL = "gemm_wgmma_program<"
 W4A16_LIMIT = {"one multiply": 3.0, "ue8m0": 3.5}
+# FP4 x FP4: the producer warps' dequantization of the shared operand into the swizzled buffer,
+# scale lookup and index arithmetic included, at most this many instructions per element.
+X_OPERAND_LIMIT = 7.5
 # What the dequantization is made of (cuda/warp/dequant.hpp, e2m1_byte_pair and byte_of): a PRMT
 # per byte, two IMAD and two LOP3 by the spreading constants, an HMUL2 (two for UE8M0) per pair.
 DEQUANT_OPS = re.compile(r"\b(PRMT|HMUL2)\b|\bIMAD\b.*(0x40040|0x1001000)|"
@@ -92,7 +96,36 @@ def w4a16_report(name: str, lines: list[str]) -> tuple[list[str], str]:
     report = (f"{loop_mmas} HGMMA, {len(body)} instructions in the main loop "
               f"({(len(body) - loop_mmas) / loop_mmas:.1f} others per HGMMA), "
               f"dequantization {per_element:.2f} per element (limit {limit})")
+    if "gemm_wgmma_program<block_format" in name:
+        producer_failures, producer = x_operand_report(name, code)
+        failures += producer_failures
+        report += f"; {producer}"
     return failures, report
+
+
+def x_operand_report(name: str, code: list[tuple[int, str]]) -> tuple[list[str], str]:
+    """FP4 x FP4: the producer warps' loop that dequantizes the shared operand, 16 elements (two
+    STS.128) an iteration: the innermost loop around the STS.128, its instructions per element
+    (every branch counted: the scale layouts' both index paths are in it)."""
+    stores = [i for i, (_, text) in enumerate(code) if text.startswith("STS.128")]
+    if len(stores) < 2:
+        return [f"{name}: no STS.128 of the shared operand's dequantization"], ""
+    for address, text in code[stores[-1]:]:
+        m = re.search(r"\bBRA (0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) <= code[stores[0]][0]:
+            start = int(m.group(1), 16)
+            body = [t for a, t in code if start <= a <= address]
+            break
+    else:
+        return [f"{name}: no loop around the shared operand's STS.128"], ""
+    stored = sum(t.startswith("STS.128") for t in body)
+    per_element = len(body) / (8 * stored)
+    failures = []
+    if per_element > X_OPERAND_LIMIT:
+        failures.append(f"{name}: the producer's dequantization of the shared operand takes "
+                        f"{per_element:.2f} instructions per element, more than {X_OPERAND_LIMIT}")
+    return failures, (f"producer: {len(body)} instructions per {8 * stored} elements of the "
+                      f"shared operand ({per_element:.2f} per element, limit {X_OPERAND_LIMIT})")
 
 
 def main() -> int:
@@ -158,8 +191,9 @@ def main() -> int:
             print(f"{GEMM_KERNEL}: HGMMA.64x32x16.F32.BF16 with A by descriptor and in registers, "
                   f"{', '.join(GEMM_SASS)}")
     w4a16 = {m: d for m, d in names.items() if W4A16_KERNEL in d}
-    if len(w4a16) < 4:
-        failures.append(f"{W4A16_KERNEL}: {len(w4a16)} W4A16 kernels in the sm_90a SASS, want 4")
+    if len(w4a16) < 6:
+        failures.append(f"{W4A16_KERNEL}: {len(w4a16)} kernels in the sm_90a SASS, want 6 "
+                        "(four W4A16, two FP4 x FP4)")
     for mangled, demangled in sorted(w4a16.items(), key=lambda item: item[1]):
         short = re.sub(r"blockscale::v0::|minifloat<|_format>", "", demangled)
         short = short[short.find(W4A16_KERNEL):].split(">(")[0]

@@ -187,6 +187,17 @@ TEST_CASE("make_tensor_map_2d refuses what the emulation refuses", "[cuda][async
 
 namespace {
 
+/// The device's C against the emulation's, bit for bit (C is rows of n).
+void check_same_bits(const std::vector<float>& device, const std::vector<float>& emulated,
+                     std::size_t n) {
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < device.size(); ++i)
+    if (std::memcmp(&device[i], &emulated[i], sizeof(float)) != 0 && ++differ <= 5)
+      FAIL_CHECK("C(" << i / n << ", " << i % n << "): device " << device[i] << ", emulation "
+                      << emulated[i]);
+  CHECK(differ == 0);
+}
+
 /// The W4A16 GEMM of shape `Shape` (or cuda::gemm_w4a16's choice, `automatic`) on the device and
 /// on the host, FP32 out, beta 0.5 over the same C: equal bit for bit.
 template <class Shape, class F>
@@ -217,20 +228,13 @@ void w4a16_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool 
   const auto dc = matrix_view<float>::unchecked(device_c.data(), m, n, n);
   const auto dw = std::as_const(device_w).view();
   if (automatic) {
-    require_ok(cuda::gemm_w4a16(xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f,
-                                test_stream()));
+    require_ok(cuda::gemm_w4a16(xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f, test_stream()));
   } else {
     cuda::device_runner device{test_stream()};
-    require_ok(cuda::launch_gemm_w4a16<Shape>(device, xv(device_x.data(), m, k, ld), dw, dc, 1.5f,
-                                              0.5f));
+    require_ok(
+        cuda::launch_gemm_w4a16<Shape>(device, xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f));
   }
-  const std::vector<float> got = device_c.download(m * n);
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &host_c[i], sizeof(float)) != 0 && ++differ <= 5)
-      FAIL_CHECK("C(" << i / n << ", " << i % n << "): device " << got[i] << ", emulation "
-                      << host_c[i]);
-  CHECK(differ == 0);
+  check_same_bits(device_c.download(m * n), host_c, n);
 }
 
 } // namespace
@@ -241,11 +245,56 @@ TEST_CASE("the W4A16 GEMM on the device equals its emulation bit for bit",
     return;
   const std::uint64_t seed = fresh_seed();
   // cuda::gemm_w4a16 picks the shape by M, so each of these runs the shape named with it.
-  w4a16_device_equals_host<cuda::gemm_w4a16_decode, nvfp4>(1, 200, 320, true, seed);
-  w4a16_device_equals_host<cuda::gemm_w4a16_decode, ue5m3_fp4>(16, 130, 96, false, seed + 1);
-  w4a16_device_equals_host<cuda::gemm_w4a16_medium, mxfp4>(37, 70, 256, true, seed + 2);
-  w4a16_device_equals_host<cuda::gemm_w4a16_medium, nvfp4>(64, 257, 512, false, seed + 3);
-  w4a16_device_equals_host<cuda::gemm_w4a16_large, ue5m3_fp4>(130, 257, 512, true, seed + 4);
-  w4a16_device_equals_host<cuda::gemm_w4a16_large, mxfp4>(300, 384, 1024, false, seed + 5);
-  w4a16_device_equals_host<cuda::gemm_w4a16_large, nvfp4>(129, 129, 64, false, seed + 6);
+  w4a16_device_equals_host<cuda::gemm_wgmma_small, nvfp4>(1, 200, 320, true, seed);
+  w4a16_device_equals_host<cuda::gemm_wgmma_small, ue5m3_fp4>(16, 130, 96, false, seed + 1);
+  w4a16_device_equals_host<cuda::gemm_wgmma_medium, mxfp4>(37, 70, 256, true, seed + 2);
+  w4a16_device_equals_host<cuda::gemm_wgmma_medium, nvfp4>(64, 257, 512, false, seed + 3);
+  w4a16_device_equals_host<cuda::gemm_wgmma_large, ue5m3_fp4>(130, 257, 512, true, seed + 4);
+  w4a16_device_equals_host<cuda::gemm_wgmma_large, mxfp4>(300, 384, 1024, false, seed + 5);
+  w4a16_device_equals_host<cuda::gemm_wgmma_large, nvfp4>(129, 129, 64, false, seed + 6);
+}
+
+namespace {
+
+/// The FP4 × FP4 GEMM on wgmma, device against emulation, bit for bit; through cuda::gemm where
+/// `automatic` (which takes that path on a Hopper device for TMA-aligned operands).
+template <class Shape, class FA, class FB>
+void fp4_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool automatic,
+                            std::uint64_t seed) {
+  INFO(m << "x" << n << "x" << k << (automatic ? ", through cuda::gemm" : ""));
+  const auto a = quantized<FA>(random_matrix(m, k, seed, 3.0f), m, k, scale_layout::tensor_core);
+  const auto b = quantized<FB>(random_matrix(n, k, seed + 1, 3.0f), n, k, scale_layout::row_major);
+  std::vector<float> host_c = random_matrix(m, n, seed + 2, 1.0f);
+  device_array<float> device_c(host_c);
+  cuda::device_quantized_matrix<FA> da(a.shape(), test_stream());
+  cuda::device_quantized_matrix<FB> db(b.shape(), test_stream());
+  require_ok(da.copy_from(a, test_stream()));
+  require_ok(db.copy_from(b, test_stream()));
+  emulation::host_runner host;
+  host.mma = emulation::ptx::mma_model::sm90;
+  require_ok(cuda::launch_gemm_wgmma<Shape>(host, a.view(), b.view(),
+                                            matrix_view<float>(host_c.data(), m, n), -1.0f, 0.5f));
+  const auto dc = matrix_view<float>::unchecked(device_c.data(), m, n, n);
+  if (automatic) {
+    require_ok(cuda::gemm(std::as_const(da).view(), std::as_const(db).view(), dc, -1.0f, 0.5f,
+                          test_stream()));
+  } else {
+    cuda::device_runner device{test_stream()};
+    require_ok(cuda::launch_gemm_wgmma<Shape>(device, std::as_const(da).view(),
+                                              std::as_const(db).view(), dc, -1.0f, 0.5f));
+  }
+  check_same_bits(device_c.download(m * n), host_c, n);
+}
+
+} // namespace
+
+TEST_CASE("the FP4 x FP4 GEMM on wgmma on the device equals its emulation bit for bit",
+          "[cuda][async][wgmma]") {
+  if (!hopper())
+    return;
+  const std::uint64_t seed = fresh_seed();
+  fp4_device_equals_host<cuda::gemm_wgmma_small, nvfp4, nvfp4>(5, 200, 320, true, seed);
+  fp4_device_equals_host<cuda::gemm_wgmma_medium, ue5m3_fp4, mxfp4>(40, 130, 256, false, seed + 1);
+  fp4_device_equals_host<cuda::gemm_wgmma_large, nvfp4, nvfp4>(300, 257, 512, true, seed + 2);
+  fp4_device_equals_host<cuda::gemm_wgmma_large, mxfp4, ue5m3_fp4>(129, 384, 1024, false, seed + 3);
 }

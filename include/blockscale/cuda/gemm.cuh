@@ -8,10 +8,12 @@
 ///                stream).throw_if_error();
 ///
 /// `gemm` chooses the shape: the sm_120a block-scaled MMA where the running device's code has it
-/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; else the BF16 MMA on
-/// dequantized operands: in registers with 16-row CTA tiles up to M = 64 (gemm_small_m), once per
-/// 128 × 128 CTA tile into shared memory beyond (gemm_large_m), or in registers where the device
-/// gives a block too little shared memory for that (gemm_large_m_in_register).
+/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; where it has sm_90a's
+/// warpgroup MMA and TMA can read the operands (16-byte aligned, padded K a multiple of 32),
+/// launch_gemm_wgmma (cuda/gemm.hpp) with gemm_wgmma_small, _medium or _large by M; else the BF16
+/// MMA on dequantized operands: in registers with 16-row CTA tiles up to M = 64 (gemm_small_m),
+/// once per 128 × 128 CTA tile into shared memory beyond (gemm_large_m), or in registers where the
+/// device gives a block too little shared memory for that (gemm_large_m_in_register).
 /// `gemm_with_shape<Shape>` takes the one you name.
 ///
 /// `gemm_w4a16(x, w, c, alpha, beta, stream)`: BF16 activations times E2M1 weights on sm_90a's
@@ -129,6 +131,14 @@ template <class FormatA, class FormatB, class Out>
     if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
   }
+  if (wgmma_takes(a, b) && detail::device_has_wgmma(stream)) {
+    device_runner runner{stream};
+    if (a.rows() <= 16)
+      return launch_gemm_wgmma<gemm_wgmma_small>(runner, a, b, c, alpha, beta);
+    if (a.rows() <= 64)
+      return launch_gemm_wgmma<gemm_wgmma_medium>(runner, a, b, c, alpha, beta);
+    return launch_gemm_wgmma<gemm_wgmma_large>(runner, a, b, c, alpha, beta);
+  }
   if (a.rows() <= 64)
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
   // The dequantize-once tiles need 122 KiB of shared memory: more than sm_86/89/120 give a block.
@@ -148,7 +158,7 @@ template <class FormatA, class FormatB, class Out>
 /// C[M×N] = alpha · X[M×K] · W[N×K]ᵀ + beta · C with X in BF16 (a device matrix, rows x.ld()
 /// elements apart) and W quantized along K in an E2M1 block format (NVFP4, UE5M3-FP4, MXFP4 ...):
 /// the W4A16 GEMM of sm_90a (cuda/kernels/gemm_w4a16.hpp), its shape chosen by M —
-/// gemm_w4a16_decode up to M = 16, gemm_w4a16_medium up to 64, gemm_w4a16_large beyond.
+/// gemm_wgmma_small up to M = 16, gemm_wgmma_medium up to 64, gemm_wgmma_large beyond.
 /// errc::unsupported where the code this program runs on the device has no warpgroup MMA (built
 /// without sm_90a, or another architecture); the other errors are launch_gemm_w4a16's.
 template <class Format, class Out>
@@ -160,10 +170,10 @@ template <class Format, class Out>
                                "(compile for sm_90a and run on a compute capability 9.0 GPU)"};
   device_runner runner{stream};
   if (x.rows() <= 16)
-    return launch_gemm_w4a16<gemm_w4a16_decode>(runner, x, w, c, alpha, beta);
+    return launch_gemm_w4a16<gemm_wgmma_small>(runner, x, w, c, alpha, beta);
   if (x.rows() <= 64)
-    return launch_gemm_w4a16<gemm_w4a16_medium>(runner, x, w, c, alpha, beta);
-  return launch_gemm_w4a16<gemm_w4a16_large>(runner, x, w, c, alpha, beta);
+    return launch_gemm_w4a16<gemm_wgmma_medium>(runner, x, w, c, alpha, beta);
+  return launch_gemm_w4a16<gemm_wgmma_large>(runner, x, w, c, alpha, beta);
 }
 
 /// The same with a writable view of W.

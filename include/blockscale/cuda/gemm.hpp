@@ -14,12 +14,14 @@
 ///   uses them (for comparison).
 /// - `gemm_block_scaled`: the sm_120a MMA (NVFP4 × NVFP4 or MXFP4 × MXFP4), 128 × 128.
 ///
-/// `launch_gemm_w4a16<Shape>(runner, x, w, c, alpha, beta)`: C = alpha · X · Wᵀ + beta · C with X
-/// in BF16 and W block-scaled E2M1, on sm_90a's warpgroup MMA (cuda/kernels/gemm_w4a16.hpp), over
-/// a runner with `run_specialized` and `tensor_map_2d`. Shapes (weight rows × activation rows):
-/// - `gemm_w4a16_decode`: 64 × 16, six buffers, for M ≤ 16;
-/// - `gemm_w4a16_medium`: 128 × 64, five buffers, for M ≤ 64;
-/// - `gemm_w4a16_large`: 128 × 128, four buffers.
+/// On sm_90a's warpgroup MMA (cuda/kernels/gemm_w4a16.hpp), over a runner with `run_specialized`
+/// and `tensor_map_2d`: `launch_gemm_w4a16<Shape>(runner, x, w, c, alpha, beta)`, C = alpha · X ·
+/// Wᵀ + beta · C with X in BF16 and W block-scaled E2M1, and `launch_gemm_wgmma<Shape>(runner, a,
+/// b, c, alpha, beta)`, the same GEMM as launch_gemm on two block-scaled E2M1 operands. Shapes
+/// (rows of the register operand W or B × rows of X or A):
+/// - `gemm_wgmma_small`: 64 × 16, six buffers, for M ≤ 16 (decode);
+/// - `gemm_wgmma_medium`: 128 × 64, five buffers, for M ≤ 64;
+/// - `gemm_wgmma_large`: 128 × 128, four buffers.
 #pragma once
 
 #include <cstddef>
@@ -43,9 +45,9 @@ using gemm_large_m = gemm_shape<warp::bf16_staged_path, 128, 128, 64, 32, 3>;
 using gemm_large_m_in_register = gemm_shape<warp::bf16_path, 128, 128, 64, 32, 3>;
 using gemm_block_scaled = gemm_shape<warp::block_scaled_path, 128, 128, 64, 32, 3>;
 
-using gemm_w4a16_decode = w4a16_shape<1, 16, 6>;
-using gemm_w4a16_medium = w4a16_shape<2, 64, 5>;
-using gemm_w4a16_large = w4a16_shape<2, 128, 4>;
+using gemm_wgmma_small = wgmma_shape<1, 16, 6>;
+using gemm_wgmma_medium = wgmma_shape<2, 64, 5>;
+using gemm_wgmma_large = wgmma_shape<2, 128, 4>;
 
 namespace detail {
 inline std::string gemm_shape_text(std::size_t rows, std::size_t cols) {
@@ -114,6 +116,69 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   return runner.run_looped(program, tiles_m * tiles_n);
 }
 
+namespace detail {
+
+/// The producer warps of the FP4 × FP4 GEMM index A's scales in 32 bits.
+template <class Format>
+bool x_scales_fit_32_bits(const_quantized_view<Format> a) noexcept {
+  return scale_storage_size(a.layout(), a.rows(), a.blocks_per_row()) <= 0xFFFFFFFFu;
+}
+
+/// What both warpgroup-MMA launchers do once X is checked: check C, W and the grid, make the
+/// tensor maps (X's box `xs`, with only its base, sizes and stride filled in), run. `k` is K.
+template <class Shape, class Runner, class Program, class Format, class Out>
+status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t x_rows,
+                 std::size_t k, warp::tensor_map_2d_shape xs, const_quantized_view<Format> w,
+                 matrix_view<Out> c, float alpha, float beta) {
+  const auto fail = [name](errc code, const std::string& what) {
+    return status{code, std::string(name) + ": " + what};
+  };
+  if (c.rows() != x_rows || c.cols() != w.rows())
+    return fail(errc::invalid_argument, "c is " + gemm_shape_text(c.rows(), c.cols()) +
+                                            ", the product is " +
+                                            gemm_shape_text(x_rows, w.rows()));
+  if (c.data() == nullptr && !c.empty())
+    return fail(errc::invalid_argument, "c is null");
+  if (c.ld() < c.cols())
+    return fail(errc::invalid_argument, "c.ld() is smaller than c.cols()");
+  if (c.empty())
+    return {};
+  if (k != 0 && (!is_aligned(w.elements(), 16) || w.row_bytes() % 16 != 0))
+    return fail(errc::misaligned,
+                "the quantized operand's elements must be 16-byte aligned with rows a multiple of "
+                "16 bytes apart (TMA reads them): K padded to a multiple of 32, not " +
+                    std::to_string(w.padded_cols()));
+  const std::size_t tiles_x = (x_rows + Shape::tile_x - 1) / Shape::tile_x;
+  const std::size_t tiles_w = (w.rows() + Shape::tile_w - 1) / Shape::tile_w;
+  if (tiles_x > 0x7FFFFFFFu / tiles_w)
+    return fail(errc::too_large,
+                std::to_string(tiles_x * tiles_w) + " CTA tiles, more than a grid holds");
+  program.w = w;
+  program.c = c;
+  program.alpha = alpha;
+  program.beta = beta;
+  program.tiles_x = static_cast<std::uint32_t>(tiles_x);
+  program.k_tiles = static_cast<std::uint32_t>((k + Shape::tile_k - 1) / Shape::tile_k);
+  if (k != 0) {
+    xs.box_rows = Shape::tile_x;
+    if (status st = runner.tensor_map_2d(xs, program.x_map); !st)
+      return st;
+    warp::tensor_map_2d_shape ws;
+    ws.base = w.elements();
+    ws.element_bytes = 1;
+    ws.rows = w.rows();
+    ws.cols = w.row_bytes();
+    ws.row_stride = w.row_bytes();
+    ws.box_rows = Shape::tile_w;
+    ws.box_cols = Shape::tile_k / 2;
+    if (status st = runner.tensor_map_2d(ws, program.w_map); !st)
+      return st;
+  }
+  return runner.run_specialized(program, tiles_x * tiles_w);
+}
+
+} // namespace detail
+
 /// C[M×N] = alpha · X[M×K] · W[N×K]ᵀ + beta · C (beta == 0: C is not read), X in BF16 (row-major,
 /// rows `x.ld()` elements apart) and W quantized along K in an E2M1 block format. Errors, before
 /// anything runs: shapes that disagree, W quantized with the Hadamard transform (X would need it
@@ -124,7 +189,6 @@ template <class Shape, class Runner, class Format, class Out>
 [[nodiscard]] status launch_gemm_w4a16(Runner& runner, matrix_view<const bfloat16> x,
                                        const_quantized_view<Format> w, matrix_view<Out> c,
                                        float alpha = 1.0f, float beta = 0.0f) {
-  using program_type = kernels::gemm_w4a16_program<Format, Out, Shape>;
   const auto fail = [](errc code, const std::string& what) {
     return status{code, "gemm_w4a16: " + what};
   };
@@ -132,10 +196,6 @@ template <class Shape, class Runner, class Format, class Out>
     return fail(errc::invalid_argument,
                 "x is " + detail::gemm_shape_text(x.rows(), x.cols()) + " but w is " +
                     detail::gemm_shape_text(w.rows(), w.cols()) + ": both need the same K");
-  if (c.rows() != x.rows() || c.cols() != w.rows())
-    return fail(errc::invalid_argument,
-                "c is " + detail::gemm_shape_text(c.rows(), c.cols()) + ", x · wᵀ is " +
-                    detail::gemm_shape_text(x.rows(), w.rows()));
   if (w.hadamard())
     return fail(errc::invalid_argument,
                 "w was quantized with the Hadamard transform, which x would need as well");
@@ -143,59 +203,78 @@ template <class Shape, class Runner, class Format, class Out>
     return s;
   if (x.data() == nullptr && !x.empty())
     return fail(errc::invalid_argument, "x is null");
-  if (c.data() == nullptr && !c.empty())
-    return fail(errc::invalid_argument, "c is null");
-  if (c.ld() < c.cols())
-    return fail(errc::invalid_argument, "c.ld() is smaller than c.cols()");
-  if (c.empty())
-    return {};
-  const std::size_t k = x.cols();
-  if (k != 0) {
-    if (!detail::is_aligned(x.data(), 16) || x.ld() % 8 != 0)
-      return fail(errc::misaligned, "x must be 16-byte aligned with x.ld() a multiple of 8 "
-                                    "(TMA reads it), not ld " + std::to_string(x.ld()));
-    if (!detail::is_aligned(w.elements(), 16) || w.row_bytes() % 16 != 0)
-      return fail(errc::misaligned,
-                  "w's elements must be 16-byte aligned with rows a multiple of 16 bytes apart "
-                  "(TMA reads them): K padded to a multiple of 32, not " +
-                      std::to_string(w.padded_cols()));
-  }
-  const std::size_t tiles_x = (x.rows() + Shape::tile_x - 1) / Shape::tile_x;
-  const std::size_t tiles_w = (w.rows() + Shape::tile_w - 1) / Shape::tile_w;
-  if (tiles_x > 0x7FFFFFFFu / tiles_w)
-    return {errc::too_large, "gemm_w4a16: " + std::to_string(tiles_x * tiles_w) +
-                                 " CTA tiles, more than a grid holds"};
-  program_type program;
-  program.w = w;
-  program.c = c;
-  program.alpha = alpha;
-  program.beta = beta;
-  program.tiles_x = static_cast<std::uint32_t>(tiles_x);
-  program.k_tiles = static_cast<std::uint32_t>((k + Shape::tile_k - 1) / Shape::tile_k);
-  if (k != 0) {
-    warp::tensor_map_2d_shape xs;
-    xs.base = x.data();
-    xs.element_bytes = 2;
-    xs.rows = x.rows();
-    xs.cols = k;
-    xs.row_stride = x.ld() * 2;
-    xs.box_rows = Shape::tile_x;
-    xs.box_cols = Shape::tile_k;
-    xs.swizzle = warp::smem_swizzle::bytes128;
-    if (status s = runner.tensor_map_2d(xs, program.x_map); !s)
-      return s;
-    warp::tensor_map_2d_shape ws;
-    ws.base = w.elements();
-    ws.element_bytes = 1;
-    ws.rows = w.rows();
-    ws.cols = w.row_bytes();
-    ws.row_stride = w.row_bytes();
-    ws.box_rows = Shape::tile_w;
-    ws.box_cols = Shape::tile_k / 2;
-    if (status s = runner.tensor_map_2d(ws, program.w_map); !s)
-      return s;
-  }
-  return runner.run_specialized(program, tiles_x * tiles_w);
+  if (!x.empty() && (!detail::is_aligned(x.data(), 16) || x.ld() % 8 != 0))
+    return fail(errc::misaligned, "x must be 16-byte aligned with x.ld() a multiple of 8 "
+                                  "(TMA reads it), not ld " +
+                                      std::to_string(x.ld()));
+  warp::tensor_map_2d_shape xs;
+  xs.base = x.data();
+  xs.element_bytes = 2;
+  xs.rows = x.rows();
+  xs.cols = x.cols();
+  xs.row_stride = x.ld() * 2;
+  xs.box_cols = Shape::tile_k;
+  xs.swizzle = warp::smem_swizzle::bytes128;
+  kernels::gemm_w4a16_program<Format, Out, Shape> program;
+  return detail::run_wgmma<Shape>(runner, program, "gemm_w4a16", x.rows(), x.cols(), xs, w, c,
+                                  alpha, beta);
+}
+
+/// C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C for two E2M1 block-scaled operands on sm_90a's
+/// warpgroup MMA (cuda/kernels/gemm_w4a16.hpp): B is the register operand, dequantized by the
+/// consumer warps; A the shared one, dequantized once per k-tile by the producer warps into the
+/// swizzled buffer. The formats may differ (NVFP4 × MXFP4 ...). Errors: those of launch_gemm,
+/// and both operands' padded K a multiple of 32 with elements 16-byte aligned (TMA reads them).
+template <class Shape, class Runner, class FormatA, class FormatB, class Out>
+[[nodiscard]] status launch_gemm_wgmma(Runner& runner, const_quantized_view<FormatA> a,
+                                       const_quantized_view<FormatB> b, matrix_view<Out> c,
+                                       float alpha = 1.0f, float beta = 0.0f) {
+  const auto fail = [](errc code, const std::string& what) {
+    return status{code, "gemm: " + what};
+  };
+  if (b.cols() != a.cols())
+    return fail(errc::invalid_argument,
+                "a is " + detail::gemm_shape_text(a.rows(), a.cols()) + " but b is " +
+                    detail::gemm_shape_text(b.rows(), b.cols()) + ": both need the same K");
+  if (a.cols() % FormatA::block_size != 0 || a.cols() % FormatB::block_size != 0)
+    return fail(errc::invalid_argument, "K = " + std::to_string(a.cols()) +
+                                            " is not a multiple of the block sizes (" +
+                                            std::to_string(FormatA::block_size) + ", " +
+                                            std::to_string(FormatB::block_size) + ")");
+  if (a.hadamard() != b.hadamard() || a.hadamard_signs() != b.hadamard_signs())
+    return fail(errc::invalid_argument, "a and b disagree on the Hadamard transform");
+  if (status s = detail::check_view("gemm", "a", a); !s)
+    return s;
+  if (status s = detail::check_view("gemm", "b", b); !s)
+    return s;
+  if (a.cols() != 0 && a.rows() != 0 &&
+      (!detail::is_aligned(a.elements(), 16) || a.row_bytes() % 16 != 0))
+    return fail(errc::misaligned,
+                "a's elements must be 16-byte aligned with rows a multiple of 16 bytes apart "
+                "(TMA reads them): K padded to a multiple of 32, not " +
+                    std::to_string(a.padded_cols()));
+  if (!detail::x_scales_fit_32_bits(a))
+    return fail(errc::too_large, "a's scales take more than 2^32 - 1 bytes");
+  warp::tensor_map_2d_shape xs;
+  xs.base = a.elements();
+  xs.element_bytes = 1;
+  xs.rows = a.rows();
+  xs.cols = a.row_bytes();
+  xs.row_stride = a.row_bytes();
+  xs.box_cols = Shape::tile_k / 2;
+  kernels::gemm_wgmma_program<FormatA, FormatB, Out, Shape> program;
+  program.x = a;
+  return detail::run_wgmma<Shape>(runner, program, "gemm", a.rows(), a.cols(), xs, b, c, alpha,
+                                  beta);
+}
+
+/// Whether launch_gemm_wgmma takes these operands (TMA's alignment; A's scales indexed in 32
+/// bits), so that `gemm` may choose it.
+template <class FormatA, class FormatB>
+bool wgmma_takes(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b) noexcept {
+  return detail::is_aligned(a.elements(), 16) && a.row_bytes() % 16 == 0 &&
+         detail::is_aligned(b.elements(), 16) && b.row_bytes() % 16 == 0 &&
+         detail::x_scales_fit_32_bits(a);
 }
 
 } // namespace cuda

@@ -33,6 +33,7 @@
 #include "../../numeric/half.hpp"
 #include "../warp.hpp"
 #include "../warp/tile.hpp"
+#include "epilogue.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -169,13 +170,8 @@ struct gemm_program {
         const std::size_t col = n0 + static_cast<std::size_t>(at.col);
         if (row >= c.rows() || col >= c.cols())
           continue;
-        const double p = t * static_cast<double>(state.acc.tile[i][j][lane].r[r]);
-        const double out = beta == 0.0f
-                               ? static_cast<double>(alpha) * p
-                               : std::fma(static_cast<double>(alpha), p,
-                                          static_cast<double>(beta) *
-                                              static_cast<double>(static_cast<float>(c(row, col))));
-        c(row, col) = Out(out);
+        c(row, col) = epilogue_value(t * static_cast<double>(state.acc.tile[i][j][lane].r[r]),
+                                     alpha, beta, c(row, col));
       }
     });
   }

@@ -43,15 +43,17 @@
 #include "../warp/dequant.hpp"
 #include "../warp/tile.hpp"
 #include "../warp/wgmma.hpp"
+#include "epilogue.hpp"
 
 namespace blockscale {
 inline namespace v0 {
 namespace cuda {
 
-/// The tile of a W4A16 GEMM: `Consumers` warpgroups of 64 weight rows each, `TileX` activation
-/// rows (wgmma's N), `Stages` buffers in the ring. K goes 64 columns at a time.
+/// The tile of a warpgroup-MMA GEMM (W4A16, or FP4 × FP4): `Consumers` warpgroups of 64 rows of
+/// the register operand each, `TileX` rows of the shared operand (wgmma's N), `Stages` buffers in
+/// the ring. K goes 64 columns at a time.
 template <int Consumers, int TileX, int Stages>
-struct w4a16_shape {
+struct wgmma_shape {
   static_assert(Consumers == 1 || Consumers == 2, "one or two consumer warpgroups");
   static_assert(TileX % 8 == 0 && TileX >= 8 && TileX <= 256, "wgmma's N: 8 to 256 by 8");
   static_assert(Stages >= 2 && Stages <= 8, "2 to 8 buffers");
@@ -64,13 +66,42 @@ struct w4a16_shape {
 
 namespace kernels {
 
-template <class Format, class Out, class Shape>
-struct gemm_w4a16_program {
+/// The shared operand X when it is quantized too: its view, and how its scales dequantize.
+template <class XFormat>
+struct quantized_x {
+  static constexpr bool quantized = true;
+  using view_type = const_quantized_view<XFormat>;
+  using dequant = warp::dequant_scale<typename XFormat::scale_type>;
+  static constexpr int block_size = XFormat::block_size;
+  static constexpr int offset = dequant::offset;
+  static_assert(XFormat::element_bits == 4, "X: E2M1 elements");
+};
+/// X in BF16, loaded by TMA as it is.
+struct bf16_x {
+  static constexpr bool quantized = false;
+  struct view_type {};
+  static constexpr int offset = 0;
+};
+template <class XOperand>
+struct x_operand {
+  using type = quantized_x<XOperand>;
+};
+template <>
+struct x_operand<bfloat16> {
+  using type = bf16_x;
+};
+
+/// C = alpha · X · Wᵀ + beta · C on wgmma: W, the register operand, in an E2M1 block format; X,
+/// the shared operand, in BF16 (`XOperand` = bfloat16: the W4A16 GEMM) or in an E2M1 block format
+/// too (the FP4 × FP4 GEMM), whose k-tiles the producer warps dequantize into the swizzled buffer.
+template <class XOperand, class Format, class Out, class Shape>
+struct gemm_wgmma_program {
   using scale_type = typename Format::scale_type;
   using dequant = warp::dequant_scale<scale_type>;
-  static_assert(Format::element_bits == 4, "W4A16 takes E2M1 weights");
-  static_assert(Format::block_size == 16 || Format::block_size == 32,
-                "blocks of 16 or 32 along K");
+  using x_traits = typename x_operand<XOperand>::type;
+  static constexpr bool x_quantized = x_traits::quantized;
+  static_assert(Format::element_bits == 4, "W: E2M1 elements");
+  static_assert(Format::block_size == 16 || Format::block_size == 32, "blocks of 16 or 32 along K");
 
   static constexpr int consumers = Shape::consumers;
   static constexpr int warps = 4 * consumers + 4;
@@ -84,16 +115,22 @@ struct gemm_w4a16_program {
   static constexpr int words = blocks * dequant::multiplies; ///< multiplier words per row
   static_assert(words == 4, "one 16-byte load of multipliers per row and k-tile");
 
+  /// X's packed k-tile, where X is quantized: tile_x rows of 32 bytes.
+  static constexpr int xq_bytes = x_quantized ? tile_x * w_row_bytes : 16;
+
   struct shared_storage {
     alignas(1024) unsigned char x[stages][x_bytes]; // each a whole number of 1024-byte atoms
     alignas(128) unsigned char w[stages][w_bytes];
+    alignas(128) unsigned char xq[stages][xq_bytes];
     alignas(16) std::uint32_t multipliers[stages][tile_w][words];
     warp::mbarrier full[stages];
     warp::mbarrier empty[stages];
+    warp::mbarrier loaded[stages]; ///< quantized X: the TMA bytes have landed
   };
 
-  warp::tensor_map x_map; ///< X: M × K bf16, box tile_x × 64, 128-byte swizzle
+  warp::tensor_map x_map; ///< X: M × K bf16 (box tile_x × 64, 128-byte swizzle), or packed
   warp::tensor_map w_map; ///< W: N × row_bytes bytes, box tile_w × 32
+  typename x_traits::view_type x;
   const_quantized_view<Format> w;
   matrix_view<Out> c;
   float alpha = 1.0f, beta = 0.0f;
@@ -105,8 +142,9 @@ struct gemm_w4a16_program {
   BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage& shared) const {
     if (warp.index() == producer)
       for (int s = 0; s < stages; ++s) {
-        warp.mbarrier_init(shared.full[s], 4);
+        warp.mbarrier_init(shared.full[s], x_quantized ? 3 : 4);
         warp.mbarrier_init(shared.empty[s], 4 * consumers);
+        warp.mbarrier_init(shared.loaded[s], 1);
       }
     warp.sync_cta();
     const int x0 = static_cast<int>(cta.index % tiles_x) * tile_x;
@@ -133,19 +171,76 @@ private:
       const int s = static_cast<int>(i % stages);
       warp.mbarrier_wait(shared.empty[s], parity(i) ^ 1u);
       if (role == 0) {
-        warp.mbarrier_arrive_expect_tx(shared.full[s], x_bytes + w_bytes);
-        warp.tma_load_2d(shared.x[s], x_map, static_cast<int>(i) * tile_k, x0, shared.full[s]);
-        warp.tma_load_2d(shared.w[s], w_map, static_cast<int>(i) * w_row_bytes, n0,
-                         shared.full[s]);
+        // W4A16: the TMA completes `full` itself; FP4 × FP4: `loaded`, which the other three
+        // warps wait for before they dequantize X.
+        warp::mbarrier& landed = x_quantized ? shared.loaded[s] : shared.full[s];
+        warp.mbarrier_arrive_expect_tx(landed, (x_quantized ? xq_bytes : x_bytes) + w_bytes);
+        if constexpr (x_quantized)
+          warp.tma_load_2d(shared.xq[s], x_map, static_cast<int>(i) * w_row_bytes, x0, landed);
+        else
+          warp.tma_load_2d(shared.x[s], x_map, static_cast<int>(i) * tile_k, x0, landed);
+        warp.tma_load_2d(shared.w[s], w_map, static_cast<int>(i) * w_row_bytes, n0, landed);
       } else {
         const std::size_t first_block = static_cast<std::size_t>(i) * blocks;
         warp.each([&](int lane) {
           for (int r = 32 * (role - 1) + lane; r < tile_w; r += 96)
-            multipliers_of(static_cast<std::size_t>(n0 + r), first_block,
-                           shared.multipliers[s][r]);
+            multipliers_of(static_cast<std::size_t>(n0 + r), first_block, shared.multipliers[s][r]);
         });
+        if constexpr (x_quantized) {
+          warp.mbarrier_wait(shared.loaded[s], parity(i));
+          warp.each([&](int lane) {
+            for (int item = 32 * (role - 1) + lane; item < 4 * tile_x; item += 96)
+              dequantize_x<Warp>(shared, s, item / 4, item % 4, static_cast<std::size_t>(x0), i);
+          });
+          warp.fence_proxy_async(); // the wgmma reads these stores through the async proxy
+        }
         warp.mbarrier_arrive(shared.full[s]);
       }
+    }
+  }
+
+  /// Quantized X: k16 chunk `chunk` (16 elements: 8 packed bytes, 32 bytes of bf16, within one
+  /// block) of row `row` of k-tile `i`, from the packed buffer into the swizzled one, each element
+  /// x · S · 2^-offset exactly. One scale per chunk; 16 elements per item keep the index
+  /// arithmetic and the scale's decoding a small share of the producer's work.
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void dequantize_x(shared_storage& shared, int s, int row, int chunk,
+                                           std::size_t x0, std::uint32_t i) const {
+    if constexpr (x_quantized) {
+      using xd = typename x_traits::dequant;
+      static_assert(x_traits::block_size % 16 == 0, "X: blocks of 16 or 32 along K");
+      // 32-bit index arithmetic: the launcher checks that X's scales fit (x_scales_fit_32_bits).
+      const std::uint32_t r = static_cast<std::uint32_t>(x0) + static_cast<std::uint32_t>(row);
+      constexpr std::uint32_t x_blocks = tile_k / x_traits::block_size; // per k-tile
+      const std::uint32_t kb = i * x_blocks + 16 * static_cast<std::uint32_t>(chunk) /
+                                                  static_cast<std::uint32_t>(x_traits::block_size);
+      const auto blocks_x = static_cast<std::uint32_t>(x.blocks_per_row());
+      warp::bf16_multiplier m{0u, 0u};
+      if (r < x.rows() && kb < blocks_x)
+        m = xd::multiplier(
+            x.scales()[x.layout() == scale_layout::row_major
+                           ? r * blocks_x + kb
+                           : tensor_core_scale_offset<std::uint32_t>(r, kb, blocks_x)]);
+      const auto packed = warp::detail::load_shared<warp::detail::word_pair>(
+          shared.xq[s] + row * w_row_bytes + 8 * chunk);
+      std::uint32_t pairs[8];
+      BLOCKSCALE_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        pairs[j] = Warp::mul_bf16x2(
+            warp::e2m1_byte_pair(warp::byte_of(j < 4 ? packed.lo : packed.hi, j % 4)), m.first);
+        if constexpr (xd::multiplies == 2)
+          pairs[j] = Warp::mul_bf16x2(pairs[j], m.second);
+      }
+      BLOCKSCALE_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const std::uint32_t at = warp::swizzle_address(
+            warp::smem_swizzle::bytes128,
+            static_cast<std::uint32_t>(row * x_row_bytes + 32 * chunk + 16 * half));
+        warp::detail::store_shared16(shared.x[s] + at, pairs + 4 * half);
+      }
+    } else {
+      (void)shared, (void)s, (void)row, (void)chunk, (void)x0, (void)i;
     }
   }
 
@@ -177,8 +272,8 @@ private:
         const int row = row0 + lane / 4 + 8 * half;
         const auto lo =
             warp::detail::load_shared<warp::detail::word_quad>(shared.w[s] + row * w_row_bytes);
-        const auto hi = warp::detail::load_shared<warp::detail::word_quad>(
-            shared.w[s] + row * w_row_bytes + 16);
+        const auto hi = warp::detail::load_shared<warp::detail::word_quad>(shared.w[s] +
+                                                                           row * w_row_bytes + 16);
         const auto m = warp::detail::load_shared<warp::detail::word_quad>(
             reinterpret_cast<const std::uint8_t*>(shared.multipliers[s][row]));
         BLOCKSCALE_UNROLL
@@ -188,9 +283,8 @@ private:
             const int word = 2 * chunk + q;
             const std::uint32_t packed = word < 4 ? lo.w[word] : hi.w[word - 4];
             const int block = (16 * chunk + 8 * q) / Format::block_size;
-            std::uint32_t pair =
-                Warp::mul_bf16x2(warp::e2m1_byte_pair(warp::byte_of(packed, t)),
-                                 m.w[dequant::multiplies * block]);
+            std::uint32_t pair = Warp::mul_bf16x2(warp::e2m1_byte_pair(warp::byte_of(packed, t)),
+                                                  m.w[dequant::multiplies * block]);
             if constexpr (dequant::multiplies == 2)
               pair = Warp::mul_bf16x2(pair, m.w[2 * block + 1]);
             f[chunk][lane].r[2 * q + half] = pair;
@@ -250,7 +344,10 @@ private:
       if (i + 1 < k_tiles)
         step(warp, i + 1, acc, f1, f0, shared);
     }
-    const double t = static_cast<double>(w.decode_scale()) * std::ldexp(1.0, dequant::offset);
+    double t =
+        static_cast<double>(w.decode_scale()) * std::ldexp(1.0, dequant::offset + x_traits::offset);
+    if constexpr (x_quantized)
+      t *= static_cast<double>(x.decode_scale());
     const int thread = 32 * (warp.index() % 4); // the warp's first thread in its warpgroup
     const int w0 = n0 + 64 * (warp.index() / 4);
     warp.each([&](int lane) {
@@ -261,18 +358,16 @@ private:
         const std::size_t col = static_cast<std::size_t>(w0 + nm.row); // of C: N
         if (row >= c.rows() || col >= c.cols())
           continue;
-        const double p = t * static_cast<double>(acc[lane].r[r]);
-        const double out =
-            beta == 0.0f
-                ? static_cast<double>(alpha) * p
-                : std::fma(static_cast<double>(alpha), p,
-                           static_cast<double>(beta) *
-                               static_cast<double>(static_cast<float>(c(row, col))));
-        c(row, col) = Out(out);
+        c(row, col) =
+            epilogue_value(t * static_cast<double>(acc[lane].r[r]), alpha, beta, c(row, col));
       }
     });
   }
 };
+
+/// The W4A16 GEMM's program: X in BF16.
+template <class Format, class Out, class Shape>
+using gemm_w4a16_program = gemm_wgmma_program<bfloat16, Format, Out, Shape>;
 
 } // namespace kernels
 } // namespace cuda
