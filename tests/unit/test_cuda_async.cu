@@ -187,6 +187,31 @@ TEST_CASE("make_tensor_map_2d refuses what the emulation refuses", "[cuda][async
 
 namespace {
 
+/// The splits of K for a wgmma GEMM of shape `Shape` on C[m×n], K = k: `requested`, or where it
+/// is 0, those gemm_w4a16 and gemm choose on this device.
+template <class Shape>
+std::uint32_t splits_for(std::uint32_t requested, std::size_t m, std::size_t n, std::size_t k) {
+  if (requested == 0) {
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device));
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const std::size_t tiles =
+        ((m + Shape::tile_x - 1) / Shape::tile_x) * ((n + Shape::tile_w - 1) / Shape::tile_w);
+    requested = cuda::wgmma_automatic_splits(tiles, k, static_cast<std::size_t>(sms));
+  }
+  return cuda::wgmma_splits(requested, k);
+}
+
+/// The wgmma_split_k of `splits` splits over a workspace of `size` floats at `workspace` (host or
+/// device memory).
+cuda::wgmma_split_k split_of(std::uint32_t splits, float* workspace, std::size_t size) {
+  cuda::wgmma_split_k split;
+  split.splits = splits;
+  split.workspace = splits > 1 ? workspace : nullptr;
+  split.workspace_size = splits > 1 ? size : 0;
+  return split;
+}
+
 /// The device's C against the emulation's, bit for bit (C is rows of n).
 void check_same_bits(const std::vector<float>& device, const std::vector<float>& emulated,
                      std::size_t n) {
@@ -202,8 +227,11 @@ void check_same_bits(const std::vector<float>& device, const std::vector<float>&
 /// on the host, FP32 out, beta 0.5 over the same C: equal bit for bit.
 template <class Shape, class F>
 void w4a16_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool automatic,
-                              std::uint64_t seed) {
-  INFO(m << "x" << n << "x" << k << (automatic ? ", automatic shape" : ""));
+                              std::uint64_t seed, std::uint32_t requested_splits = 1) {
+  // Through gemm_w4a16 the device splits K as it chooses: the emulation the same.
+  const std::uint32_t splits = splits_for<Shape>(automatic ? 0u : requested_splits, m, n, k);
+  INFO(m << "x" << n << "x" << k << (automatic ? ", automatic shape" : "") << ", " << splits
+         << " splits");
   const std::size_t ld = (k + 7) / 8 * 8 + 8;
   const std::vector<float> xf = random_matrix(m, ld, seed, 4.0f);
   std::vector<std::uint16_t> x(m * ld);
@@ -223,16 +251,20 @@ void w4a16_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool 
   };
   emulation::host_runner host;
   host.mma = emulation::ptx::mma_model::sm90;
+  std::vector<float> host_work(splits * m * n);
   require_ok(cuda::launch_gemm_w4a16<Shape>(host, xv(x.data(), m, k, ld), w.view(),
-                                            matrix_view<float>(host_c.data(), m, n), 1.5f, 0.5f));
+                                            matrix_view<float>(host_c.data(), m, n), 1.5f, 0.5f,
+                                            split_of(splits, host_work.data(), host_work.size())));
   const auto dc = matrix_view<float>::unchecked(device_c.data(), m, n, n);
   const auto dw = std::as_const(device_w).view();
   if (automatic) {
     require_ok(cuda::gemm_w4a16(xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f, test_stream()));
   } else {
     cuda::device_runner device{test_stream()};
+    device_array<float> device_work(splits * m * n);
     require_ok(
-        cuda::launch_gemm_w4a16<Shape>(device, xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f));
+        cuda::launch_gemm_w4a16<Shape>(device, xv(device_x.data(), m, k, ld), dw, dc, 1.5f, 0.5f,
+                                       split_of(splits, device_work.data(), splits * m * n)));
   }
   check_same_bits(device_c.download(m * n), host_c, n);
 }
@@ -252,6 +284,10 @@ TEST_CASE("the W4A16 GEMM on the device equals its emulation bit for bit",
   w4a16_device_equals_host<cuda::gemm_wgmma_large, ue5m3_fp4>(130, 257, 512, true, seed + 4);
   w4a16_device_equals_host<cuda::gemm_wgmma_large, mxfp4>(300, 384, 1024, false, seed + 5);
   w4a16_device_equals_host<cuda::gemm_wgmma_large, nvfp4>(129, 129, 64, false, seed + 6);
+  // Split-K, named and as gemm_w4a16 chooses it (a decode over few weight rows splits K).
+  w4a16_device_equals_host<cuda::gemm_wgmma_small, nvfp4>(1, 200, 2048, false, seed + 7, 3);
+  w4a16_device_equals_host<cuda::gemm_wgmma_small, ue5m3_fp4>(4, 300, 4096, true, seed + 8);
+  w4a16_device_equals_host<cuda::gemm_wgmma_large, mxfp4>(200, 130, 1024, false, seed + 9, 4);
 }
 
 namespace {
@@ -260,8 +296,10 @@ namespace {
 /// `automatic` (which takes that path on a Hopper device for TMA-aligned operands).
 template <class Shape, class FA, class FB>
 void fp4_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool automatic,
-                            std::uint64_t seed) {
-  INFO(m << "x" << n << "x" << k << (automatic ? ", through cuda::gemm" : ""));
+                            std::uint64_t seed, std::uint32_t requested_splits = 1) {
+  const std::uint32_t splits = splits_for<Shape>(automatic ? 0u : requested_splits, m, n, k);
+  INFO(m << "x" << n << "x" << k << (automatic ? ", through cuda::gemm" : "") << ", " << splits
+         << " splits");
   const auto a = quantized<FA>(random_matrix(m, k, seed, 3.0f), m, k, scale_layout::tensor_core);
   const auto b = quantized<FB>(random_matrix(n, k, seed + 1, 3.0f), n, k, scale_layout::row_major);
   std::vector<float> host_c = random_matrix(m, n, seed + 2, 1.0f);
@@ -272,16 +310,20 @@ void fp4_device_equals_host(std::size_t m, std::size_t n, std::size_t k, bool au
   require_ok(db.copy_from(b, test_stream()));
   emulation::host_runner host;
   host.mma = emulation::ptx::mma_model::sm90;
+  std::vector<float> host_work(splits * m * n);
   require_ok(cuda::launch_gemm_wgmma<Shape>(host, a.view(), b.view(),
-                                            matrix_view<float>(host_c.data(), m, n), -1.0f, 0.5f));
+                                            matrix_view<float>(host_c.data(), m, n), -1.0f, 0.5f,
+                                            split_of(splits, host_work.data(), host_work.size())));
   const auto dc = matrix_view<float>::unchecked(device_c.data(), m, n, n);
   if (automatic) {
     require_ok(cuda::gemm(std::as_const(da).view(), std::as_const(db).view(), dc, -1.0f, 0.5f,
                           test_stream()));
   } else {
     cuda::device_runner device{test_stream()};
-    require_ok(cuda::launch_gemm_wgmma<Shape>(device, std::as_const(da).view(),
-                                              std::as_const(db).view(), dc, -1.0f, 0.5f));
+    device_array<float> device_work(splits * m * n);
+    require_ok(cuda::launch_gemm_wgmma<Shape>(
+        device, std::as_const(da).view(), std::as_const(db).view(), dc, -1.0f, 0.5f,
+        split_of(splits, device_work.data(), splits * m * n)));
   }
   check_same_bits(device_c.download(m * n), host_c, n);
 }
@@ -297,4 +339,7 @@ TEST_CASE("the FP4 x FP4 GEMM on wgmma on the device equals its emulation bit fo
   fp4_device_equals_host<cuda::gemm_wgmma_medium, ue5m3_fp4, mxfp4>(40, 130, 256, false, seed + 1);
   fp4_device_equals_host<cuda::gemm_wgmma_large, nvfp4, nvfp4>(300, 257, 512, true, seed + 2);
   fp4_device_equals_host<cuda::gemm_wgmma_large, mxfp4, ue5m3_fp4>(129, 384, 1024, false, seed + 3);
+  fp4_device_equals_host<cuda::gemm_wgmma_small, nvfp4, nvfp4>(2, 130, 4096, true, seed + 4);
+  fp4_device_equals_host<cuda::gemm_wgmma_medium, nvfp4, ue5m3_fp4>(50, 70, 2048, false, seed + 5,
+                                                                    5);
 }

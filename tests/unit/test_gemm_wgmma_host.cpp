@@ -86,9 +86,21 @@ void check_against(const std::vector<Out>& c, const std::vector<float>& ref,
   CHECK(bad == 0);
 }
 
+/// A split-K workspace for `splits` splits of C[m×n] (empty for one split) and its wgmma_split_k.
+struct split_workspace {
+  std::vector<float> floats;
+  cuda::wgmma_split_k split;
+  split_workspace(std::uint32_t splits, std::size_t m, std::size_t n)
+      : floats(splits > 1 ? splits * m * n : 0, std::nanf("")) {
+    split.splits = splits;
+    split.workspace = floats.empty() ? nullptr : floats.data();
+    split.workspace_size = floats.size();
+  }
+};
+
 template <class Shape, class Format, class Out>
 void check(case_shape s, scale_layout layout, float alpha, float beta, std::uint64_t seed,
-           bool exact_inputs) {
+           bool exact_inputs, std::uint32_t splits = 1) {
   std::vector<float> xf, wf;
   if (exact_inputs) {
     // x: integers in [-8, 8] times 2^e per row, e in [-2, 2]; w: E2M1 values times 2^e per block
@@ -125,9 +137,11 @@ void check(case_shape s, scale_layout layout, float alpha, float beta, std::uint
 
   emulation::host_runner runner;
   runner.order_seed = seed;
+  split_workspace work(splits, s.m, s.n);
   const cuda::status st = cuda::launch_gemm_w4a16<Shape>(
-      runner, x.view(), w.view(), matrix_view<Out>(c.data(), s.m, s.n), alpha, beta);
+      runner, x.view(), w.view(), matrix_view<Out>(c.data(), s.m, s.n), alpha, beta, work.split);
   REQUIRE(st.ok());
+  CHECK(runner.launches == (cuda::wgmma_splits(splits, s.k) > 1 ? 2u : 1u));
 
   const auto v = w.view();
   check_against(c, ref, c0, s, beta, [&](std::size_t i, std::size_t j, double size) {
@@ -167,7 +181,7 @@ namespace {
 /// bound.
 template <class Shape, class FA, class FB, class Out>
 void check_fp4(case_shape s, scale_layout layout, float alpha, float beta, std::uint64_t seed,
-               bool exact_inputs) {
+               bool exact_inputs, std::uint32_t splits = 1) {
   std::mt19937_64 gen(seed);
   const std::vector<float> af =
       exact_inputs ? exact_fp4_values(s.m, s.k, gen) : random_matrix(s.m, s.k, seed, 3.0f);
@@ -186,8 +200,10 @@ void check_fp4(case_shape s, scale_layout layout, float alpha, float beta, std::
     c[i] = Out(c0[i]);
   emulation::host_runner runner;
   runner.order_seed = seed;
+  split_workspace work(splits, s.m, s.n);
   REQUIRE(cuda::launch_gemm_wgmma<Shape>(runner, a.view(), b.view(),
-                                         matrix_view<Out>(c.data(), s.m, s.n), alpha, beta)
+                                         matrix_view<Out>(c.data(), s.m, s.n), alpha, beta,
+                                         work.split)
               .ok());
   const double t = std::fabs(static_cast<double>(alpha)) * static_cast<double>(a.decode_scale()) *
                    static_cast<double>(b.decode_scale());
@@ -221,6 +237,39 @@ TEMPLATE_TEST_CASE("the FP4 x FP4 GEMM on wgmma on the host equals the reference
                                                     seed++, false);
     check_fp4<TestType, nvfp4, nvfp4, float>(s, scale_layout::tensor_core, 2.0f, 0.0f, seed++,
                                              false);
+  }
+}
+
+TEST_CASE("split-K: the wgmma GEMMs with K shared by several CTAs equal the reference",
+          "[unit][gemm][wgmma][split]") {
+  CHECK(cuda::wgmma_splits(0, 320) == 1);
+  CHECK(cuda::wgmma_splits(1, 320) == 1);
+  CHECK(cuda::wgmma_splits(3, 320) == 3); // 5 k-tiles: 2, 2, 1
+  CHECK(cuda::wgmma_splits(4, 320) == 3); // 2, 2, 1: no empty split
+  CHECK(cuda::wgmma_splits(9, 320) == 5);
+  CHECK(cuda::wgmma_splits(4, 64) == 1);
+  CHECK(cuda::wgmma_splits(4, 0) == 1);
+  // What gemm_w4a16 and gemm request on a 132-multiprocessor device.
+  CHECK(cuda::wgmma_automatic_splits(128, 8192, 132) == 1); // decode, N = 8192: 128 tiles
+  CHECK(cuda::wgmma_automatic_splits(64, 8192, 132) == 2);  // N = 4096
+  CHECK(cuda::wgmma_automatic_splits(4, 8192, 132) == 16);  // capped
+  CHECK(cuda::wgmma_automatic_splits(4, 512, 132) == 2);    // 8 k-tiles: 4 each at least
+  CHECK(cuda::wgmma_automatic_splits(4, 256, 132) == 1);
+  CHECK(cuda::wgmma_automatic_splits(0, 8192, 132) == 1);
+  std::uint64_t seed = 301;
+  for (const std::uint32_t splits : {2u, 3u, 4u, 8u}) {
+    INFO(splits << " splits requested");
+    const case_shape decode{3, 200, 320}, wide{70, 130, 512};
+    check<cuda::gemm_wgmma_small, nvfp4, float>(decode, scale_layout::tensor_core, 1.0f, 0.0f,
+                                                seed++, true, splits);
+    check<cuda::gemm_wgmma_small, ue5m3_fp4, bfloat16>(decode, scale_layout::row_major, 1.5f, 0.5f,
+                                                       seed++, false, splits);
+    check<cuda::gemm_wgmma_large, mxfp4, float>(wide, scale_layout::row_major, -1.0f, 0.25f, seed++,
+                                                false, splits);
+    check_fp4<cuda::gemm_wgmma_small, nvfp4, nvfp4, float>(decode, scale_layout::tensor_core, 1.0f,
+                                                           0.0f, seed++, true, splits);
+    check_fp4<cuda::gemm_wgmma_medium, ue5m3_fp4, mxfp4, bfloat16>(
+        wide, scale_layout::row_major, 2.0f, -0.5f, seed++, false, splits);
   }
 }
 
@@ -297,6 +346,23 @@ TEST_CASE("the FP4 x FP4 wgmma launcher rejects bad arguments with a clear error
   st = run(ah.view(), b.view(), {c.data(), 4, 8});
   CHECK(st.code() == cuda::errc::invalid_argument);
   CHECK(st.message().find("Hadamard") != std::string::npos);
+  // Two splits of K = 128 need 2 · 4 · 8 floats of workspace.
+  const auto f128 = random_matrix(8, 128, 5, 0.0f);
+  const auto a128 = quantize<nvfp4>(matrix_view<const float>(f128.data(), 4, 128));
+  const auto b128 = quantize<nvfp4>(matrix_view<const float>(f128.data(), 8, 128));
+  std::vector<float> small(63);
+  cuda::wgmma_split_k split;
+  split.splits = 2;
+  st = cuda::launch_gemm_wgmma<cuda::gemm_wgmma_small>(
+      runner, a128.view(), b128.view(), matrix_view<float>(c.data(), 4, 8), 1.0f, 0.0f, split);
+  CHECK(st.code() == cuda::errc::invalid_argument);
+  CHECK(st.message().find("split.workspace") != std::string::npos);
+  split.workspace = small.data();
+  split.workspace_size = small.size();
+  st = cuda::launch_gemm_wgmma<cuda::gemm_wgmma_small>(
+      runner, a128.view(), b128.view(), matrix_view<float>(c.data(), 4, 8), 1.0f, 0.0f, split);
+  CHECK(st.code() == cuda::errc::invalid_argument);
+  CHECK(st.message().find("64 floats") != std::string::npos);
   CHECK(runner.launches == 0); // nothing ran
   // K = 0: C = beta · C without a TMA.
   std::vector<float> c1(32, 2.0f);

@@ -10,10 +10,11 @@
 /// `gemm` chooses the shape: the sm_120a block-scaled MMA where the running device's code has it
 /// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; where it has sm_90a's
 /// warpgroup MMA and TMA can read the operands (16-byte aligned, padded K a multiple of 32),
-/// launch_gemm_wgmma (cuda/gemm.hpp) with gemm_wgmma_small, _medium or _large by M; else the BF16
-/// MMA on dequantized operands: in registers with 16-row CTA tiles up to M = 64 (gemm_small_m),
-/// once per 128 × 128 CTA tile into shared memory beyond (gemm_large_m), or in registers where the
-/// device gives a block too little shared memory for that (gemm_large_m_in_register).
+/// launch_gemm_wgmma (cuda/gemm.hpp) with gemm_wgmma_small, _medium or _large by M, split-K as
+/// for gemm_w4a16; else the BF16 MMA on dequantized operands: in registers with 16-row CTA tiles
+/// up to M = 64 (gemm_small_m), once per 128 × 128 CTA tile into shared memory beyond
+/// (gemm_large_m), or in registers where the device gives a block too little shared memory for
+/// that (gemm_large_m_in_register).
 /// `gemm_with_shape<Shape>` takes the one you name.
 ///
 /// `gemm_w4a16(x, w, c, alpha, beta, stream)`: BF16 activations times E2M1 weights on sm_90a's
@@ -28,6 +29,7 @@
 
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_view.hpp"
+#include "buffer.cuh"
 #include "gemm.hpp"
 #include "runner.cuh"
 #include "status.hpp"
@@ -106,6 +108,31 @@ bool fits_shared_memory() {
   return sizeof(typename Program::shared_storage) <= static_cast<std::size_t>(limit);
 }
 
+/// Runs `launch(runner, split)` for a warpgroup-MMA GEMM of shape `Shape` on C[m×n] with K = k:
+/// the split-K of wgmma_automatic_splits for this device, its workspace allocated and freed in
+/// the order of `stream`.
+template <class Shape, class Launch>
+status run_wgmma_on_device(cudaStream_t stream, std::size_t m, std::size_t n, std::size_t k,
+                           Launch launch) {
+  device_runner runner{stream};
+  runner.ctas_per_sm = 1; // persistent_ctas(): the multiprocessors
+  const std::size_t tiles =
+      ((m + Shape::tile_x - 1) / Shape::tile_x) * ((n + Shape::tile_w - 1) / Shape::tile_w);
+  wgmma_split_k split;
+  split.splits = wgmma_splits(wgmma_automatic_splits(tiles, k, runner.persistent_ctas()), k);
+  device_allocation workspace;
+  if (split.splits > 1) {
+    split.workspace_size = split.splits * m * n;
+    try {
+      workspace = device_allocation(split.workspace_size * sizeof(float), stream);
+    } catch (const error& e) {
+      return e.why();
+    }
+    split.workspace = reinterpret_cast<float*>(workspace.data());
+  }
+  return launch(runner, split);
+}
+
 } // namespace detail
 
 /// The GEMM with a given shape (gemm_small_m, gemm_large_m, gemm_block_scaled or your own
@@ -132,12 +159,18 @@ template <class FormatA, class FormatB, class Out>
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
   }
   if (wgmma_takes(a, b) && detail::device_has_wgmma(stream)) {
-    device_runner runner{stream};
+    const auto run = [&](auto shape) {
+      using Shape = decltype(shape);
+      return detail::run_wgmma_on_device<Shape>(
+          stream, c.rows(), c.cols(), a.cols(), [&](device_runner& runner, wgmma_split_k split) {
+            return launch_gemm_wgmma<Shape>(runner, a, b, c, alpha, beta, split);
+          });
+    };
     if (a.rows() <= 16)
-      return launch_gemm_wgmma<gemm_wgmma_small>(runner, a, b, c, alpha, beta);
+      return run(gemm_wgmma_small{});
     if (a.rows() <= 64)
-      return launch_gemm_wgmma<gemm_wgmma_medium>(runner, a, b, c, alpha, beta);
-    return launch_gemm_wgmma<gemm_wgmma_large>(runner, a, b, c, alpha, beta);
+      return run(gemm_wgmma_medium{});
+    return run(gemm_wgmma_large{});
   }
   if (a.rows() <= 64)
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
@@ -158,7 +191,9 @@ template <class FormatA, class FormatB, class Out>
 /// C[M×N] = alpha · X[M×K] · W[N×K]ᵀ + beta · C with X in BF16 (a device matrix, rows x.ld()
 /// elements apart) and W quantized along K in an E2M1 block format (NVFP4, UE5M3-FP4, MXFP4 ...):
 /// the W4A16 GEMM of sm_90a (cuda/kernels/gemm_w4a16.hpp), its shape chosen by M —
-/// gemm_wgmma_small up to M = 16, gemm_wgmma_medium up to 64, gemm_wgmma_large beyond.
+/// gemm_wgmma_small up to M = 16, gemm_wgmma_medium up to 64, gemm_wgmma_large beyond; where the
+/// tiles of C fill less than half the multiprocessors, K split among CTAs (wgmma_automatic_splits)
+/// with a stream-ordered workspace.
 /// errc::unsupported where the code this program runs on the device has no warpgroup MMA (built
 /// without sm_90a, or another architecture); the other errors are launch_gemm_w4a16's.
 template <class Format, class Out>
@@ -168,12 +203,18 @@ template <class Format, class Out>
   if (!detail::device_has_wgmma(stream))
     return {errc::unsupported, "gemm_w4a16: the code running on this device has no warpgroup MMA "
                                "(compile for sm_90a and run on a compute capability 9.0 GPU)"};
-  device_runner runner{stream};
+  const auto run = [&](auto shape) {
+    using Shape = decltype(shape);
+    return detail::run_wgmma_on_device<Shape>(
+        stream, c.rows(), c.cols(), x.cols(), [&](device_runner& runner, wgmma_split_k split) {
+          return launch_gemm_w4a16<Shape>(runner, x, w, c, alpha, beta, split);
+        });
+  };
   if (x.rows() <= 16)
-    return launch_gemm_w4a16<gemm_wgmma_small>(runner, x, w, c, alpha, beta);
+    return run(gemm_wgmma_small{});
   if (x.rows() <= 64)
-    return launch_gemm_w4a16<gemm_wgmma_medium>(runner, x, w, c, alpha, beta);
-  return launch_gemm_w4a16<gemm_wgmma_large>(runner, x, w, c, alpha, beta);
+    return run(gemm_wgmma_medium{});
+  return run(gemm_wgmma_large{});
 }
 
 /// The same with a writable view of W.

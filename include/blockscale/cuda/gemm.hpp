@@ -24,6 +24,7 @@
 /// - `gemm_wgmma_large`: 128 × 128, four buffers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -116,12 +117,54 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   return runner.run_looped(program, tiles_m * tiles_n);
 }
 
+/// Split-K for the warpgroup-MMA GEMMs: `splits` CTAs share each tile of C along K (a decode's
+/// few tiles then fill the GPU); each writes its FP32 partial sums to `workspace` (splits · M · N
+/// floats, in the runner's memory: device memory for `device_runner`), and a second program adds
+/// them in a fixed order in double and applies the epilogue. `splits` is capped so that every
+/// split has a k-tile (64 columns of K); 1 runs the one-pass GEMM and needs no workspace.
+struct wgmma_split_k {
+  std::uint32_t splits = 1;
+  float* workspace = nullptr;
+  std::size_t workspace_size = 0; ///< in floats
+};
+
+namespace detail {
+/// K's 64-column k-tiles per split for `requested` splits of `k_tiles` (at least one).
+constexpr std::size_t wgmma_split_tiles(std::uint32_t requested, std::size_t k_tiles) noexcept {
+  return requested <= 1 || k_tiles <= 1 ? (k_tiles > 0 ? k_tiles : 1)
+                                        : (k_tiles + requested - 1) / requested;
+}
+} // namespace detail
+
+/// The splits launch_gemm_w4a16 and launch_gemm_wgmma run for `requested` splits of K: at most
+/// one per k-tile, none empty (1 for 0 or 1).
+constexpr std::uint32_t wgmma_splits(std::uint32_t requested, std::size_t k) noexcept {
+  const std::size_t k_tiles = (k + 63) / 64;
+  const std::size_t per = detail::wgmma_split_tiles(requested, k_tiles);
+  return k_tiles == 0 ? 1u : static_cast<std::uint32_t>((k_tiles + per - 1) / per);
+}
+
+/// The splits `gemm_w4a16` and `gemm` request on a device of `sms` multiprocessors for `tiles`
+/// CTA tiles of C and K = `k`: none while the tiles fill at least half the multiprocessors, else
+/// about one CTA per multiprocessor, each split at least four k-tiles (so the ring fills), at
+/// most 16 (the reduction reads every split's partial sums once).
+constexpr std::uint32_t wgmma_automatic_splits(std::size_t tiles, std::size_t k,
+                                               std::size_t sms) noexcept {
+  const std::size_t k_tiles = (k + 63) / 64;
+  if (tiles == 0 || 2 * tiles > sms)
+    return 1;
+  std::size_t splits = sms / tiles;
+  splits = splits < k_tiles / 4 ? splits : k_tiles / 4;
+  splits = splits < 16 ? splits : 16;
+  return splits < 2 ? 1u : static_cast<std::uint32_t>(splits);
+}
+
 namespace detail {
 
-/// The producer warps of the FP4 × FP4 GEMM index A's scales in 32 bits.
+/// The producer warps of the warpgroup-MMA GEMMs index the scales in 32 bits.
 template <class Format>
-bool x_scales_fit_32_bits(const_quantized_view<Format> a) noexcept {
-  return scale_storage_size(a.layout(), a.rows(), a.blocks_per_row()) <= 0xFFFFFFFFu;
+bool scales_fit_32_bits(const_quantized_view<Format> q) noexcept {
+  return scale_storage_size(q.layout(), q.rows(), q.blocks_per_row()) <= 0xFFFFFFFFu;
 }
 
 /// What both warpgroup-MMA launchers do once X is checked: check C, W and the grid, make the
@@ -129,7 +172,7 @@ bool x_scales_fit_32_bits(const_quantized_view<Format> a) noexcept {
 template <class Shape, class Runner, class Program, class Format, class Out>
 status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t x_rows,
                  std::size_t k, warp::tensor_map_2d_shape xs, const_quantized_view<Format> w,
-                 matrix_view<Out> c, float alpha, float beta) {
+                 matrix_view<Out> c, float alpha, float beta, wgmma_split_k split) {
   const auto fail = [name](errc code, const std::string& what) {
     return status{code, std::string(name) + ": " + what};
   };
@@ -143,22 +186,42 @@ status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t
     return fail(errc::invalid_argument, "c.ld() is smaller than c.cols()");
   if (c.empty())
     return {};
+  if (!scales_fit_32_bits(w))
+    return fail(errc::too_large, "the quantized operand's scales take more than 2^32 - 1 bytes");
   if (k != 0 && (!is_aligned(w.elements(), 16) || w.row_bytes() % 16 != 0))
     return fail(errc::misaligned,
                 "the quantized operand's elements must be 16-byte aligned with rows a multiple of "
                 "16 bytes apart (TMA reads them): K padded to a multiple of 32, not " +
                     std::to_string(w.padded_cols()));
+  static_assert(Shape::tile_k == 64, "wgmma_splits counts k-tiles of 64 columns");
   const std::size_t tiles_x = (x_rows + Shape::tile_x - 1) / Shape::tile_x;
   const std::size_t tiles_w = (w.rows() + Shape::tile_w - 1) / Shape::tile_w;
-  if (tiles_x > 0x7FFFFFFFu / tiles_w)
-    return fail(errc::too_large,
-                std::to_string(tiles_x * tiles_w) + " CTA tiles, more than a grid holds");
+  const std::size_t k_tiles = (k + Shape::tile_k - 1) / Shape::tile_k;
+  const std::uint32_t splits = wgmma_splits(split.splits, k);
+  if (tiles_x > 0x7FFFFFFFu / tiles_w / splits)
+    return fail(errc::too_large, std::to_string(tiles_x * tiles_w) + " CTA tiles times " +
+                                     std::to_string(splits) + " splits, more than a grid holds");
+  const std::size_t elements = c.rows() * c.cols();
+  if (splits > 1) {
+    if (elements > SIZE_MAX / splits)
+      return fail(errc::too_large, "the split-K workspace would not fit in std::size_t");
+    if (split.workspace == nullptr || split.workspace_size < splits * elements)
+      return fail(
+          errc::invalid_argument,
+          "split.workspace must hold splits · M · N = " + std::to_string(splits * elements) +
+              " floats for " + std::to_string(splits) + " splits, not " +
+              std::to_string(split.workspace == nullptr ? 0 : split.workspace_size));
+  }
   program.w = w;
   program.c = c;
   program.alpha = alpha;
   program.beta = beta;
   program.tiles_x = static_cast<std::uint32_t>(tiles_x);
-  program.k_tiles = static_cast<std::uint32_t>((k + Shape::tile_k - 1) / Shape::tile_k);
+  program.tiles_w = static_cast<std::uint32_t>(tiles_w);
+  program.k_tiles = static_cast<std::uint32_t>(k_tiles);
+  program.splits = splits;
+  program.split_tiles = static_cast<std::uint32_t>(wgmma_split_tiles(split.splits, k_tiles));
+  program.partials = splits > 1 ? split.workspace : nullptr;
   if (k != 0) {
     xs.box_rows = Shape::tile_x;
     if (status st = runner.tensor_map_2d(xs, program.x_map); !st)
@@ -174,7 +237,20 @@ status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t
     if (status st = runner.tensor_map_2d(ws, program.w_map); !st)
       return st;
   }
-  return runner.run_specialized(program, tiles_x * tiles_w);
+  if (status st = runner.run_specialized(program, tiles_x * tiles_w * splits); !st || splits == 1)
+    return st;
+  kernels::wgmma_split_reduce_program<Out> reduce;
+  reduce.partials = split.workspace;
+  reduce.splits = splits;
+  reduce.w_scale = w.decode_scale_data();
+  reduce.x_scale = program.x_decode_scale();
+  reduce.offset = Program::product_offset;
+  reduce.c = c;
+  reduce.alpha = alpha;
+  reduce.beta = beta;
+  using reduce_type = decltype(reduce);
+  const std::size_t ctas = (elements + reduce_type::threads - 1) / reduce_type::threads;
+  return runner.run(reduce, std::min(ctas, runner.persistent_ctas()));
 }
 
 } // namespace detail
@@ -184,11 +260,13 @@ status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t
 /// anything runs: shapes that disagree, W quantized with the Hadamard transform (X would need it
 /// too), a null or misaligned buffer (TMA reads X and W: 16-byte aligned, rows a multiple of 16
 /// bytes apart, so x.ld() a multiple of 8 and W's padded K a multiple of 32), a grid beyond
-/// 2^31 - 1 CTAs, and what the runner's tensor-map encoder refuses.
+/// 2^31 - 1 CTAs, a split-K workspace too small, and what the runner's tensor-map encoder
+/// refuses. `split` (wgmma_split_k): K shared by that many CTAs per tile of C.
 template <class Shape, class Runner, class Format, class Out>
 [[nodiscard]] status launch_gemm_w4a16(Runner& runner, matrix_view<const bfloat16> x,
                                        const_quantized_view<Format> w, matrix_view<Out> c,
-                                       float alpha = 1.0f, float beta = 0.0f) {
+                                       float alpha = 1.0f, float beta = 0.0f,
+                                       wgmma_split_k split = {}) {
   const auto fail = [](errc code, const std::string& what) {
     return status{code, "gemm_w4a16: " + what};
   };
@@ -217,18 +295,20 @@ template <class Shape, class Runner, class Format, class Out>
   xs.swizzle = warp::smem_swizzle::bytes128;
   kernels::gemm_w4a16_program<Format, Out, Shape> program;
   return detail::run_wgmma<Shape>(runner, program, "gemm_w4a16", x.rows(), x.cols(), xs, w, c,
-                                  alpha, beta);
+                                  alpha, beta, split);
 }
 
 /// C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C for two E2M1 block-scaled operands on sm_90a's
 /// warpgroup MMA (cuda/kernels/gemm_w4a16.hpp): B is the register operand, dequantized by the
 /// consumer warps; A the shared one, dequantized once per k-tile by the producer warps into the
 /// swizzled buffer. The formats may differ (NVFP4 × MXFP4 ...). Errors: those of launch_gemm,
-/// and both operands' padded K a multiple of 32 with elements 16-byte aligned (TMA reads them).
+/// both operands' padded K a multiple of 32 with elements 16-byte aligned (TMA reads them), and
+/// a split-K workspace too small. `split` as for launch_gemm_w4a16.
 template <class Shape, class Runner, class FormatA, class FormatB, class Out>
 [[nodiscard]] status launch_gemm_wgmma(Runner& runner, const_quantized_view<FormatA> a,
                                        const_quantized_view<FormatB> b, matrix_view<Out> c,
-                                       float alpha = 1.0f, float beta = 0.0f) {
+                                       float alpha = 1.0f, float beta = 0.0f,
+                                       wgmma_split_k split = {}) {
   const auto fail = [](errc code, const std::string& what) {
     return status{code, "gemm: " + what};
   };
@@ -253,7 +333,7 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
                 "a's elements must be 16-byte aligned with rows a multiple of 16 bytes apart "
                 "(TMA reads them): K padded to a multiple of 32, not " +
                     std::to_string(a.padded_cols()));
-  if (!detail::x_scales_fit_32_bits(a))
+  if (!detail::scales_fit_32_bits(a))
     return fail(errc::too_large, "a's scales take more than 2^32 - 1 bytes");
   warp::tensor_map_2d_shape xs;
   xs.base = a.elements();
@@ -265,16 +345,16 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   kernels::gemm_wgmma_program<FormatA, FormatB, Out, Shape> program;
   program.x = a;
   return detail::run_wgmma<Shape>(runner, program, "gemm", a.rows(), a.cols(), xs, b, c, alpha,
-                                  beta);
+                                  beta, split);
 }
 
-/// Whether launch_gemm_wgmma takes these operands (TMA's alignment; A's scales indexed in 32
-/// bits), so that `gemm` may choose it.
+/// Whether launch_gemm_wgmma takes these operands (TMA's alignment; both operands' scales indexed
+/// in 32 bits), so that `gemm` may choose it.
 template <class FormatA, class FormatB>
 bool wgmma_takes(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b) noexcept {
   return detail::is_aligned(a.elements(), 16) && a.row_bytes() % 16 == 0 &&
          detail::is_aligned(b.elements(), 16) && b.row_bytes() % 16 == 0 &&
-         detail::x_scales_fit_32_bits(a);
+         detail::scales_fit_32_bits(a) && detail::scales_fit_32_bits(b);
 }
 
 } // namespace cuda

@@ -66,6 +66,30 @@ struct wgmma_shape {
 
 namespace kernels {
 
+/// The scale of row r, block kb of `v` in 32-bit index arithmetic (the launcher checks that the
+/// operand's scales fit: detail::scales_fit_32_bits); 0 past the matrix, so that what lies beyond
+/// M, N or K multiplies by zero.
+template <class Format>
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE warp::bf16_multiplier
+multiplier_32(const const_quantized_view<Format>& v, std::uint32_t r, std::uint32_t kb) {
+  const auto blocks = static_cast<std::uint32_t>(v.blocks_per_row());
+  if (r >= v.rows() || kb >= blocks)
+    return {0u, 0u};
+  return warp::dequant_scale<typename Format::scale_type>::multiplier(
+      v.scales()[v.layout() == scale_layout::row_major
+                     ? r * blocks + kb
+                     : tensor_core_scale_offset<std::uint32_t>(r, kb, blocks)]);
+}
+
+/// s_dec_w · s_dec_x (1 for X in BF16: `x_scale` null) · 2^offset, in double.
+BLOCKSCALE_HOST_DEVICE BLOCKSCALE_FORCEINLINE double
+wgmma_product_scale(const float* w_scale, const float* x_scale, int offset) {
+  double t = static_cast<double>(*w_scale) * std::ldexp(1.0, offset);
+  if (x_scale != nullptr)
+    t *= static_cast<double>(*x_scale);
+  return t;
+}
+
 /// The shared operand X when it is quantized too: its view, and how its scales dequantize.
 template <class XFormat>
 struct quantized_x {
@@ -135,7 +159,14 @@ struct gemm_wgmma_program {
   matrix_view<Out> c;
   float alpha = 1.0f, beta = 0.0f;
   std::uint32_t tiles_x = 1; ///< CTAs along M
+  std::uint32_t tiles_w = 1; ///< CTAs along N
   std::uint32_t k_tiles = 0;
+  /// Split-K: `splits` CTAs share each tile of C, split s taking k-tiles [s · split_tiles,
+  /// (s + 1) · split_tiles); with more than one, each writes its FP32 accumulator (unscaled) to
+  /// `partials` + s · M · N (row-major M × N), and wgmma_split_reduce_program finishes C.
+  std::uint32_t splits = 1;
+  std::uint32_t split_tiles = 0;
+  float* partials = nullptr;
 
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
@@ -147,28 +178,59 @@ struct gemm_wgmma_program {
         warp.mbarrier_init(shared.loaded[s], 1);
       }
     warp.sync_cta();
-    const int x0 = static_cast<int>(cta.index % tiles_x) * tile_x;
-    const int n0 = static_cast<int>(cta.index / tiles_x) * tile_w;
+    const std::uint32_t tiles = tiles_x * tiles_w, tile = cta.index % tiles;
+    const int x0 = static_cast<int>(tile % tiles_x) * tile_x;
+    const int n0 = static_cast<int>(tile / tiles_x) * tile_w;
+    // The k-range is worked out after setmaxnreg in each role (a value live across it spills).
     if (warp.index() >= producer) {
       warp.template setmaxnreg_dec<40>();
-      produce(warp, x0, n0, shared);
+      produce(warp, x0, n0, range_of(cta), shared);
     } else {
       warp.template setmaxnreg_inc<consumers == 1 ? 240 : 232>();
-      consume(warp, x0, n0, shared);
+      consume(warp, x0, n0, range_of(cta), cta, shared);
     }
   }
 
+  /// What the accumulator is multiplied by: the tensor scales (read where the kernel runs) and
+  /// 2^offset of both operands.
+  static constexpr int product_offset = dequant::offset + x_traits::offset;
+  BLOCKSCALE_HOST_DEVICE const float* x_decode_scale() const noexcept {
+    if constexpr (x_quantized)
+      return x.decode_scale_data();
+    else
+      return nullptr;
+  }
+  BLOCKSCALE_HOST_DEVICE double product_scale() const {
+    return wgmma_product_scale(w.decode_scale_data(), x_decode_scale(), product_offset);
+  }
+
 private:
+  /// The k-tiles a CTA takes: first … first + count - 1.
+  struct k_range {
+    std::uint32_t first, count;
+  };
+  BLOCKSCALE_HOST_DEVICE k_range range_of(cta_coord cta) const noexcept {
+    k_range range{0u, k_tiles};
+    if (splits > 1) {
+      range.first = cta.index / (tiles_x * tiles_w) * split_tiles;
+      range.count = range.first >= k_tiles ? 0u : k_tiles - range.first;
+      range.count = range.count < split_tiles ? range.count : split_tiles;
+    }
+    return range;
+  }
+
   BLOCKSCALE_HOST_DEVICE static constexpr std::uint32_t parity(std::uint32_t tile) noexcept {
     return (tile / stages) & 1u;
   }
 
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE void produce(Warp& warp, int x0, int n0, shared_storage& shared) const {
+  BLOCKSCALE_HOST_DEVICE void produce(Warp& warp, int x0, int n0, k_range range,
+                                      shared_storage& shared) const {
     const int role = warp.index() - producer; // 0: TMA; 1 … 3: multipliers
-    for (std::uint32_t i = 0; i < k_tiles; ++i) {
+    for (std::uint32_t i = 0; i < range.count; ++i) {
       const int s = static_cast<int>(i % stages);
+      const std::uint32_t g = range.first + i; // the k-tile of K
       warp.mbarrier_wait(shared.empty[s], parity(i) ^ 1u);
       if (role == 0) {
         // W4A16: the TMA completes `full` itself; FP4 × FP4: `loaded`, which the other three
@@ -176,21 +238,22 @@ private:
         warp::mbarrier& landed = x_quantized ? shared.loaded[s] : shared.full[s];
         warp.mbarrier_arrive_expect_tx(landed, (x_quantized ? xq_bytes : x_bytes) + w_bytes);
         if constexpr (x_quantized)
-          warp.tma_load_2d(shared.xq[s], x_map, static_cast<int>(i) * w_row_bytes, x0, landed);
+          warp.tma_load_2d(shared.xq[s], x_map, static_cast<int>(g) * w_row_bytes, x0, landed);
         else
-          warp.tma_load_2d(shared.x[s], x_map, static_cast<int>(i) * tile_k, x0, landed);
-        warp.tma_load_2d(shared.w[s], w_map, static_cast<int>(i) * w_row_bytes, n0, landed);
+          warp.tma_load_2d(shared.x[s], x_map, static_cast<int>(g) * tile_k, x0, landed);
+        warp.tma_load_2d(shared.w[s], w_map, static_cast<int>(g) * w_row_bytes, n0, landed);
       } else {
-        const std::size_t first_block = static_cast<std::size_t>(i) * blocks;
+        const std::uint32_t first_block = g * blocks;
         warp.each([&](int lane) {
           for (int r = 32 * (role - 1) + lane; r < tile_w; r += 96)
-            multipliers_of(static_cast<std::size_t>(n0 + r), first_block, shared.multipliers[s][r]);
+            multipliers_of(static_cast<std::uint32_t>(n0 + r), first_block,
+                           shared.multipliers[s][r]);
         });
         if constexpr (x_quantized) {
           warp.mbarrier_wait(shared.loaded[s], parity(i));
           warp.each([&](int lane) {
             for (int item = 32 * (role - 1) + lane; item < 4 * tile_x; item += 96)
-              dequantize_x<Warp>(shared, s, item / 4, item % 4, static_cast<std::size_t>(x0), i);
+              dequantize_x<Warp>(shared, s, item / 4, item % 4, static_cast<std::size_t>(x0), g);
           });
           warp.fence_proxy_async(); // the wgmma reads these stores through the async proxy
         }
@@ -210,18 +273,10 @@ private:
     if constexpr (x_quantized) {
       using xd = typename x_traits::dequant;
       static_assert(x_traits::block_size % 16 == 0, "X: blocks of 16 or 32 along K");
-      // 32-bit index arithmetic: the launcher checks that X's scales fit (x_scales_fit_32_bits).
       const std::uint32_t r = static_cast<std::uint32_t>(x0) + static_cast<std::uint32_t>(row);
       constexpr std::uint32_t x_blocks = tile_k / x_traits::block_size; // per k-tile
-      const std::uint32_t kb = i * x_blocks + 16 * static_cast<std::uint32_t>(chunk) /
-                                                  static_cast<std::uint32_t>(x_traits::block_size);
-      const auto blocks_x = static_cast<std::uint32_t>(x.blocks_per_row());
-      warp::bf16_multiplier m{0u, 0u};
-      if (r < x.rows() && kb < blocks_x)
-        m = xd::multiplier(
-            x.scales()[x.layout() == scale_layout::row_major
-                           ? r * blocks_x + kb
-                           : tensor_core_scale_offset<std::uint32_t>(r, kb, blocks_x)]);
+      const warp::bf16_multiplier m = multiplier_32(
+          x, r, i * x_blocks + 16 * static_cast<std::uint32_t>(chunk) / x_traits::block_size);
       const auto packed = warp::detail::load_shared<warp::detail::word_pair>(
           shared.xq[s] + row * w_row_bytes + 8 * chunk);
       std::uint32_t pairs[8];
@@ -245,14 +300,12 @@ private:
   }
 
   /// The multiplier words of row `row`'s blocks first_block … + blocks; zeros past W.
-  BLOCKSCALE_HOST_DEVICE void multipliers_of(std::size_t row, std::size_t first_block,
+  BLOCKSCALE_HOST_DEVICE void multipliers_of(std::uint32_t row, std::uint32_t first_block,
                                              std::uint32_t* to) const {
     BLOCKSCALE_UNROLL
     for (int b = 0; b < blocks; ++b) {
-      const std::size_t kb = first_block + static_cast<std::size_t>(b);
-      warp::bf16_multiplier m{0u, 0u};
-      if (row < w.rows() && kb < w.blocks_per_row())
-        m = dequant::multiplier(w.scales()[w.scale_index(row, kb)]);
+      const warp::bf16_multiplier m =
+          multiplier_32(w, row, first_block + static_cast<std::uint32_t>(b));
       to[dequant::multiplies * b] = m.first;
       if constexpr (dequant::multiplies == 2)
         to[2 * b + 1] = m.second;
@@ -305,8 +358,8 @@ private:
   /// k-tile `i` (in `cur`, dequantized) times X; dequantizes k-tile i + 1 into `next` meanwhile.
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp, class Accumulator, class Fragments>
-  BLOCKSCALE_HOST_DEVICE void step(Warp& warp, std::uint32_t i, Accumulator& acc,
-                                   const Fragments& cur, Fragments& next,
+  BLOCKSCALE_HOST_DEVICE void step(Warp& warp, std::uint32_t i, std::uint32_t count,
+                                   Accumulator& acc, const Fragments& cur, Fragments& next,
                                    shared_storage& shared) const {
     const int s = static_cast<int>(i % stages);
     const warp::smem_descriptor b = x_descriptor(warp, shared.x[s]);
@@ -316,7 +369,7 @@ private:
       warp.wgmma(warp::wgmma_bf16_rs<tile_x>{}, acc, cur[chunk],
                  b.advanced(static_cast<std::uint32_t>(2 * 16 * chunk)), true);
     warp.wgmma_commit();
-    if (i + 1 < k_tiles) {
+    if (i + 1 < count) {
       const int n = static_cast<int>((i + 1) % stages);
       warp.mbarrier_wait(shared.full[n], parity(i + 1));
       dequantize(warp, shared, n, next);
@@ -327,7 +380,8 @@ private:
 
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, int x0, int n0, shared_storage& shared) const {
+  BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, int x0, int n0, k_range range, cta_coord cta,
+                                      shared_storage& shared) const {
     using traits = warp::mma_traits<warp::sm90_wgmma_m64nNk16_f32_bf16_rs<tile_x>>;
     lanes<Warp, warp::wgmma_accumulator<tile_x>> acc;
     lanes<Warp, warp::a_fragment> f0[4], f1[4];
@@ -335,19 +389,18 @@ private:
       for (float& v : acc[lane].r)
         v = 0.0f;
     });
-    if (k_tiles > 0) {
+    const std::uint32_t count = range.count;
+    if (count > 0) {
       warp.mbarrier_wait(shared.full[0], 0u);
       dequantize(warp, shared, 0, f0);
     }
-    for (std::uint32_t i = 0; i < k_tiles; i += 2) {
-      step(warp, i, acc, f0, f1, shared);
-      if (i + 1 < k_tiles)
-        step(warp, i + 1, acc, f1, f0, shared);
+    for (std::uint32_t i = 0; i < count; i += 2) {
+      step(warp, i, count, acc, f0, f1, shared);
+      if (i + 1 < count)
+        step(warp, i + 1, count, acc, f1, f0, shared);
     }
-    double t =
-        static_cast<double>(w.decode_scale()) * std::ldexp(1.0, dequant::offset + x_traits::offset);
-    if constexpr (x_quantized)
-      t *= static_cast<double>(x.decode_scale());
+    const double t = product_scale();
+    const std::size_t split = cta.index / (tiles_x * tiles_w); // read here: a register less
     const int thread = 32 * (warp.index() % 4); // the warp's first thread in its warpgroup
     const int w0 = n0 + 64 * (warp.index() / 4);
     warp.each([&](int lane) {
@@ -358,8 +411,55 @@ private:
         const std::size_t col = static_cast<std::size_t>(w0 + nm.row); // of C: N
         if (row >= c.rows() || col >= c.cols())
           continue;
-        c(row, col) =
-            epilogue_value(t * static_cast<double>(acc[lane].r[r]), alpha, beta, c(row, col));
+        if (splits > 1)
+          partials[(static_cast<std::size_t>(split) * c.rows() + row) * c.cols() + col] =
+              acc[lane].r[r];
+        else
+          c(row, col) =
+              epilogue_value(t * static_cast<double>(acc[lane].r[r]), alpha, beta, c(row, col));
+      }
+    });
+  }
+};
+
+/// Split-K's second program: C = epilogue(t · Σ_s partials[s]) per element, the splits' FP32
+/// partial sums added in double in the order of s (one rule, so the device and its emulation
+/// agree bit for bit), then alpha, beta and the rounding of every other path
+/// (kernels/epilogue.hpp). Grid-stride over M · N, 256 threads a CTA.
+template <class Out>
+struct wgmma_split_reduce_program {
+  static constexpr int warps = 8;
+  static constexpr int threads = warps * warp_size;
+  static constexpr int phases = 1;
+  struct shared_storage {
+    int unused;
+  };
+
+  const float* partials = nullptr;
+  std::uint32_t splits = 1;
+  /// The product scale's parts (gemm_wgmma_program::product_scale), read on the device.
+  const float* w_scale = nullptr;
+  const float* x_scale = nullptr;
+  int offset = 0;
+  matrix_view<Out> c;
+  float alpha = 1.0f, beta = 0.0f;
+
+  BLOCKSCALE_HD_TEMPLATE
+  template <int Phase, class Warp>
+  BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage&) const {
+    const std::size_t n = c.cols(), total = c.rows() * n, plane = total;
+    const std::size_t stride = static_cast<std::size_t>(cta.count) * threads;
+    const double t = total == 0 ? 0.0 : wgmma_product_scale(w_scale, x_scale, offset);
+    const std::size_t first =
+        (static_cast<std::size_t>(cta.index) * warps + static_cast<std::size_t>(warp.index())) *
+        warp_size;
+    warp.each([&](int lane) {
+      for (std::size_t e = first + static_cast<std::size_t>(lane); e < total; e += stride) {
+        double sum = 0.0;
+        for (std::uint32_t s = 0; s < splits; ++s)
+          sum += static_cast<double>(partials[s * plane + e]);
+        const std::size_t row = e / n, col = e % n;
+        c(row, col) = epilogue_value(t * sum, alpha, beta, c(row, col));
       }
     });
   }
