@@ -108,9 +108,9 @@ bool fits_shared_memory() {
   return sizeof(typename Program::shared_storage) <= static_cast<std::size_t>(limit);
 }
 
-/// Runs `launch(runner, split)` for a warpgroup-MMA GEMM of shape `Shape` on C[m×n] with K = k:
-/// the split-K of wgmma_automatic_splits for this device, its workspace allocated and freed in
-/// the order of `stream`.
+/// Runs `launch(Shape{}, runner, split)` for a warpgroup-MMA GEMM of shape `Shape` on C[m×n]
+/// with K = k: the split-K of wgmma_automatic_splits for this device, its workspace allocated
+/// and freed in the order of `stream`.
 template <class Shape, class Launch>
 status run_wgmma_on_device(cudaStream_t stream, std::size_t m, std::size_t n, std::size_t k,
                            Launch launch) {
@@ -130,7 +130,18 @@ status run_wgmma_on_device(cudaStream_t stream, std::size_t m, std::size_t n, st
     }
     split.workspace = reinterpret_cast<float*>(workspace.data());
   }
-  return launch(runner, split);
+  return launch(Shape{}, runner, split);
+}
+
+/// The same with the shape chosen by M: gemm_wgmma_small up to 16, _medium up to 64, _large.
+template <class Launch>
+status run_wgmma_by_rows(cudaStream_t stream, std::size_t m, std::size_t n, std::size_t k,
+                         Launch launch) {
+  if (m <= 16)
+    return run_wgmma_on_device<gemm_wgmma_small>(stream, m, n, k, launch);
+  if (m <= 64)
+    return run_wgmma_on_device<gemm_wgmma_medium>(stream, m, n, k, launch);
+  return run_wgmma_on_device<gemm_wgmma_large>(stream, m, n, k, launch);
 }
 
 } // namespace detail
@@ -159,18 +170,11 @@ template <class FormatA, class FormatB, class Out>
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
   }
   if (wgmma_takes(a, b) && detail::device_has_wgmma(stream)) {
-    const auto run = [&](auto shape) {
-      using Shape = decltype(shape);
-      return detail::run_wgmma_on_device<Shape>(
-          stream, c.rows(), c.cols(), a.cols(), [&](device_runner& runner, wgmma_split_k split) {
-            return launch_gemm_wgmma<Shape>(runner, a, b, c, alpha, beta, split);
-          });
-    };
-    if (a.rows() <= 16)
-      return run(gemm_wgmma_small{});
-    if (a.rows() <= 64)
-      return run(gemm_wgmma_medium{});
-    return run(gemm_wgmma_large{});
+    return detail::run_wgmma_by_rows(stream, c.rows(), c.cols(), a.cols(),
+                                     [&](auto shape, device_runner& runner, wgmma_split_k split) {
+                                       return launch_gemm_wgmma<decltype(shape)>(
+                                           runner, a, b, c, alpha, beta, split);
+                                     });
   }
   if (a.rows() <= 64)
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
@@ -203,18 +207,11 @@ template <class Format, class Out>
   if (!detail::device_has_wgmma(stream))
     return {errc::unsupported, "gemm_w4a16: the code running on this device has no warpgroup MMA "
                                "(compile for sm_90a and run on a compute capability 9.0 GPU)"};
-  const auto run = [&](auto shape) {
-    using Shape = decltype(shape);
-    return detail::run_wgmma_on_device<Shape>(
-        stream, c.rows(), c.cols(), x.cols(), [&](device_runner& runner, wgmma_split_k split) {
-          return launch_gemm_w4a16<Shape>(runner, x, w, c, alpha, beta, split);
-        });
-  };
-  if (x.rows() <= 16)
-    return run(gemm_wgmma_small{});
-  if (x.rows() <= 64)
-    return run(gemm_wgmma_medium{});
-  return run(gemm_wgmma_large{});
+  return detail::run_wgmma_by_rows(stream, c.rows(), c.cols(), x.cols(),
+                                   [&](auto shape, device_runner& runner, wgmma_split_k split) {
+                                     return launch_gemm_w4a16<decltype(shape)>(runner, x, w, c,
+                                                                               alpha, beta, split);
+                                   });
 }
 
 /// The same with a writable view of W.

@@ -237,7 +237,11 @@ status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t
     if (status st = runner.tensor_map_2d(ws, program.w_map); !st)
       return st;
   }
-  if (status st = runner.run_specialized(program, tiles_x * tiles_w * splits); !st || splits == 1)
+  // Persistent CTAs: as many as the runner keeps resident, each taking units of work in turn.
+  const std::size_t units = tiles_x * tiles_w * splits;
+  const std::size_t resident = runner.persistent_ctas();
+  if (status st = runner.run_specialized(program, resident < units ? resident : units);
+      !st || splits == 1)
     return st;
   kernels::wgmma_split_reduce_program<Out> reduce;
   reduce.partials = split.workspace;

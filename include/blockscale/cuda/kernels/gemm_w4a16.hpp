@@ -178,18 +178,18 @@ struct gemm_wgmma_program {
         warp.mbarrier_init(shared.loaded[s], 1);
       }
     warp.sync_cta();
-    const std::uint32_t tiles = tiles_x * tiles_w, tile = cta.index % tiles;
-    const int x0 = static_cast<int>(tile % tiles_x) * tile_x;
-    const int n0 = static_cast<int>(tile / tiles_x) * tile_w;
-    // The k-range is worked out after setmaxnreg in each role (a value live across it spills).
+    // Each role works its units out after setmaxnreg (a value live across it spills).
     if (warp.index() >= producer) {
       warp.template setmaxnreg_dec<40>();
-      produce(warp, x0, n0, range_of(cta), shared);
+      produce(warp, cta, shared);
     } else {
       warp.template setmaxnreg_inc<consumers == 1 ? 240 : 232>();
-      consume(warp, x0, n0, range_of(cta), cta, shared);
+      consume(warp, cta, shared);
     }
   }
+
+  /// Units of work: every tile of C times every split of K.
+  BLOCKSCALE_HOST_DEVICE std::uint32_t units() const noexcept { return tiles_x * tiles_w * splits; }
 
   /// What the accumulator is multiplied by: the tensor scales (read where the kernel runs) and
   /// 2^offset of both operands.
@@ -205,18 +205,33 @@ struct gemm_wgmma_program {
   }
 
 private:
-  /// The k-tiles a CTA takes: first … first + count - 1.
-  struct k_range {
-    std::uint32_t first, count;
+  /// Weight tiles a raster group spans: consecutive units walk X's tiles across this many tiles
+  /// of W, so that the CTAs running at once share both operands' tiles in L2.
+  static constexpr std::uint32_t raster_group = 8;
+
+  /// A unit of work: the tile of C at (x0, n0) over K's k-tiles first … first + count - 1 of
+  /// split `split`.
+  struct work_unit {
+    int x0, n0;
+    std::uint32_t split, first, count;
   };
-  BLOCKSCALE_HOST_DEVICE k_range range_of(cta_coord cta) const noexcept {
-    k_range range{0u, k_tiles};
+  BLOCKSCALE_HOST_DEVICE work_unit unit_of(std::uint32_t u) const noexcept {
+    const std::uint32_t tiles = tiles_x * tiles_w, t = u % tiles;
+    const std::uint32_t span = raster_group * tiles_x, first_w = t / span * raster_group;
+    const std::uint32_t width = tiles_w - first_w < raster_group ? tiles_w - first_w : raster_group;
+    const std::uint32_t in = t % span;
+    work_unit unit;
+    unit.x0 = static_cast<int>(in / width) * tile_x;
+    unit.n0 = static_cast<int>(first_w + in % width) * tile_w;
+    unit.split = u / tiles;
+    unit.first = 0;
+    unit.count = k_tiles;
     if (splits > 1) {
-      range.first = cta.index / (tiles_x * tiles_w) * split_tiles;
-      range.count = range.first >= k_tiles ? 0u : k_tiles - range.first;
-      range.count = range.count < split_tiles ? range.count : split_tiles;
+      unit.first = unit.split * split_tiles;
+      unit.count = unit.first >= k_tiles ? 0u : k_tiles - unit.first;
+      unit.count = unit.count < split_tiles ? unit.count : split_tiles;
     }
-    return range;
+    return unit;
   }
 
   BLOCKSCALE_HOST_DEVICE static constexpr std::uint32_t parity(std::uint32_t tile) noexcept {
@@ -225,13 +240,23 @@ private:
 
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE void produce(Warp& warp, int x0, int n0, k_range range,
-                                      shared_storage& shared) const {
+  BLOCKSCALE_HOST_DEVICE void produce(Warp& warp, cta_coord cta, shared_storage& shared) const {
     const int role = warp.index() - producer; // 0: TMA; 1 … 3: multipliers
-    for (std::uint32_t i = 0; i < range.count; ++i) {
-      const int s = static_cast<int>(i % stages);
-      const std::uint32_t g = range.first + i; // the k-tile of K
-      warp.mbarrier_wait(shared.empty[s], parity(i) ^ 1u);
+    std::uint32_t it = 0;                     // k-tiles this CTA has put in the ring
+    for (std::uint32_t u = cta.index; u < units(); u += cta.count)
+      produce_unit(warp, role, unit_of(u), it, shared);
+  }
+
+  /// One unit's k-tiles into the ring, `it` counting the CTA's k-tiles (the ring's position).
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void produce_unit(Warp& warp, int role, work_unit unit, std::uint32_t& it,
+                                           shared_storage& shared) const {
+    const int x0 = unit.x0, n0 = unit.n0;
+    for (std::uint32_t i = 0; i < unit.count; ++i, ++it) {
+      const int s = static_cast<int>(it % stages);
+      const std::uint32_t g = unit.first + i; // the k-tile of K
+      warp.mbarrier_wait(shared.empty[s], parity(it) ^ 1u);
       if (role == 0) {
         // W4A16: the TMA completes `full` itself; FP4 × FP4: `loaded`, which the other three
         // warps wait for before they dequantize X.
@@ -250,7 +275,7 @@ private:
                            shared.multipliers[s][r]);
         });
         if constexpr (x_quantized) {
-          warp.mbarrier_wait(shared.loaded[s], parity(i));
+          warp.mbarrier_wait(shared.loaded[s], parity(it));
           warp.each([&](int lane) {
             for (int item = 32 * (role - 1) + lane; item < 4 * tile_x; item += 96)
               dequantize_x<Warp>(shared, s, item / 4, item % 4, static_cast<std::size_t>(x0), g);
@@ -355,11 +380,12 @@ private:
                                        warp::smem_swizzle::bytes128);
   }
 
-  /// k-tile `i` (in `cur`, dequantized) times X; dequantizes k-tile i + 1 into `next` meanwhile.
+  /// The ring's k-tile `i` (in `cur`, dequantized) times X; dequantizes k-tile i + 1 into `next`
+  /// meanwhile, where it belongs to the same unit (i + 1 < end).
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp, class Accumulator, class Fragments>
-  BLOCKSCALE_HOST_DEVICE void step(Warp& warp, std::uint32_t i, std::uint32_t count,
-                                   Accumulator& acc, const Fragments& cur, Fragments& next,
+  BLOCKSCALE_HOST_DEVICE void step(Warp& warp, std::uint32_t i, std::uint32_t end, Accumulator& acc,
+                                   const Fragments& cur, Fragments& next,
                                    shared_storage& shared) const {
     const int s = static_cast<int>(i % stages);
     const warp::smem_descriptor b = x_descriptor(warp, shared.x[s]);
@@ -369,7 +395,7 @@ private:
       warp.wgmma(warp::wgmma_bf16_rs<tile_x>{}, acc, cur[chunk],
                  b.advanced(static_cast<std::uint32_t>(2 * 16 * chunk)), true);
     warp.wgmma_commit();
-    if (i + 1 < count) {
+    if (i + 1 < end) {
       const int n = static_cast<int>((i + 1) % stages);
       warp.mbarrier_wait(shared.full[n], parity(i + 1));
       dequantize(warp, shared, n, next);
@@ -380,8 +406,17 @@ private:
 
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
-  BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, int x0, int n0, k_range range, cta_coord cta,
-                                      shared_storage& shared) const {
+  BLOCKSCALE_HOST_DEVICE void consume(Warp& warp, cta_coord cta, shared_storage& shared) const {
+    std::uint32_t it = 0; // k-tiles this CTA has taken from the ring
+    for (std::uint32_t u = cta.index; u < units(); u += cta.count)
+      consume_unit(warp, u, it, shared);
+  }
+
+  /// One unit: its k-tiles from the ring (`it` the ring's position), then its epilogue.
+  BLOCKSCALE_HD_TEMPLATE
+  template <class Warp>
+  BLOCKSCALE_HOST_DEVICE void consume_unit(Warp& warp, std::uint32_t u, std::uint32_t& it,
+                                           shared_storage& shared) const {
     using traits = warp::mma_traits<warp::sm90_wgmma_m64nNk16_f32_bf16_rs<tile_x>>;
     lanes<Warp, warp::wgmma_accumulator<tile_x>> acc;
     lanes<Warp, warp::a_fragment> f0[4], f1[4];
@@ -389,18 +424,22 @@ private:
       for (float& v : acc[lane].r)
         v = 0.0f;
     });
-    const std::uint32_t count = range.count;
+    const std::uint32_t count = unit_of(u).count, end = it + count;
     if (count > 0) {
-      warp.mbarrier_wait(shared.full[0], 0u);
-      dequantize(warp, shared, 0, f0);
+      warp.mbarrier_wait(shared.full[it % stages], parity(it));
+      dequantize(warp, shared, static_cast<int>(it % stages), f0);
     }
-    for (std::uint32_t i = 0; i < count; i += 2) {
-      step(warp, i, count, acc, f0, f1, shared);
-      if (i + 1 < count)
-        step(warp, i + 1, count, acc, f1, f0, shared);
+    for (; it < end; it += 2) {
+      step(warp, it, end, acc, f0, f1, shared);
+      if (it + 1 < end)
+        step(warp, it + 1, end, acc, f1, f0, shared);
     }
+    it = end;
+    // The tile and split again, here: values kept across the loop would take registers.
+    const work_unit unit = unit_of(u);
+    const int x0 = unit.x0, n0 = unit.n0;
+    const std::size_t split = unit.split;
     const double t = product_scale();
-    const std::size_t split = cta.index / (tiles_x * tiles_w); // read here: a register less
     const int thread = 32 * (warp.index() % 4); // the warp's first thread in its warpgroup
     const int w0 = n0 + 64 * (warp.index() / 4);
     warp.each([&](int lane) {
