@@ -273,6 +273,17 @@ TEST_CASE("split-K: the wgmma GEMMs with K shared by several CTAs equal the refe
   }
 }
 
+TEST_CASE("persistent CTAs cover every tile of C once, across raster groups",
+          "[unit][gemm][wgmma]") {
+  // 3 × 11 tiles of the small shape (raster groups of 8 and 3 weight tiles), 33 units for the
+  // emulation's 3 resident CTAs; beta != 0 and exact operands: a tile missed keeps C0, a tile
+  // done twice applies beta twice, either fails the bit-for-bit comparison.
+  const case_shape s{40, 650, 128};
+  check<cuda::gemm_wgmma_small, nvfp4, float>(s, scale_layout::tensor_core, 1.0f, 0.5f, 401, true);
+  check_fp4<cuda::gemm_wgmma_small, ue5m3_fp4, nvfp4, float>(s, scale_layout::row_major, 1.0f,
+                                                             -0.75f, 402, true, 2);
+}
+
 TEST_CASE("the W4A16 launcher rejects bad arguments with a clear error", "[unit][gemm][w4a16]") {
   const auto wf = random_matrix(8, 64, 1, 0.0f);
   const auto w = quantize<nvfp4>(matrix_view<const float>(wf.data(), 8, 64));
