@@ -323,6 +323,14 @@ TEST_CASE("the W4A16 launcher rejects bad arguments with a clear error", "[unit]
   CHECK(c1[0] == 0.0f);
 }
 
+// The formats the wgmma GEMMs take (cuda::gemm falls back to the mma.sync shapes for others).
+static_assert(cuda::kernels::wgmma_format<nvfp4> && cuda::kernels::wgmma_format<mxfp4> &&
+              cuda::kernels::wgmma_format<ue5m3_fp4>);
+static_assert(!cuda::kernels::wgmma_format<block_format<e2m1, 16, ue8m0>>); // 8 multiplier words
+static_assert(!cuda::kernels::wgmma_format<block_format<e2m1, 32, ue4m3>>); // 2
+static_assert(!cuda::kernels::wgmma_format<block_format<e2m1, 8, ue4m3>>);
+static_assert(!cuda::kernels::wgmma_format<block_format<e4m3, 16, ue4m3>>); // not E2M1
+
 TEST_CASE("the FP4 x FP4 wgmma launcher rejects bad arguments with a clear error",
           "[unit][gemm][wgmma]") {
   const auto f64 = random_matrix(8, 64, 3, 0.0f);
@@ -374,6 +382,8 @@ TEST_CASE("the FP4 x FP4 wgmma launcher rejects bad arguments with a clear error
       runner, a128.view(), b128.view(), matrix_view<float>(c.data(), 4, 8), 1.0f, 0.0f, split);
   CHECK(st.code() == cuda::errc::invalid_argument);
   CHECK(st.message().find("64 floats") != std::string::npos);
+  st = run(a.view(), b48.view(), {c.data(), 4, 8});
+  CHECK(st.message().find("gemm: a is 4 x 64 but b is 8 x 48") == 0);
   CHECK(runner.launches == 0); // nothing ran
   // K = 0: C = beta · C without a TMA.
   std::vector<float> c1(32, 2.0f);

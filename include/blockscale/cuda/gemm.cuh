@@ -108,9 +108,28 @@ bool fits_shared_memory() {
   return sizeof(typename Program::shared_storage) <= static_cast<std::size_t>(limit);
 }
 
+/// A runner that checks and encodes what a launcher asks of it but runs nothing: a launcher called
+/// with it first says whether it would refuse its arguments, before anything is queued.
+struct checking_runner {
+  std::size_t resident = 1;
+  template <class Program>
+  status run(const Program&, std::size_t) const noexcept {
+    return {};
+  }
+  template <class Program>
+  status run_specialized(const Program&, std::size_t) const noexcept {
+    return {};
+  }
+  status tensor_map_2d(const warp::tensor_map_2d_shape& shape, warp::tensor_map& map) const {
+    return make_tensor_map_2d(shape, map);
+  }
+  std::size_t persistent_ctas() const noexcept { return resident; }
+};
+
 /// Runs `launch(Shape{}, runner, split)` for a warpgroup-MMA GEMM of shape `Shape` on C[m×n]
 /// with K = k: the split-K of wgmma_automatic_splits for this device, its workspace allocated
-/// and freed in the order of `stream`.
+/// and freed in the order of `stream` — after `launch` has checked its arguments on a
+/// checking_runner, so that a refused call queues nothing.
 template <class Shape, class Launch>
 status run_wgmma_on_device(cudaStream_t stream, std::size_t m, std::size_t n, std::size_t k,
                            Launch launch) {
@@ -120,6 +139,16 @@ status run_wgmma_on_device(cudaStream_t stream, std::size_t m, std::size_t n, st
       ((m + Shape::tile_x - 1) / Shape::tile_x) * ((n + Shape::tile_w - 1) / Shape::tile_w);
   wgmma_split_k split;
   split.splits = wgmma_splits(wgmma_automatic_splits(tiles, k, runner.persistent_ctas()), k);
+  {
+    // The checks see a workspace of the right size that nothing will touch.
+    static float unused;
+    wgmma_split_k planned = split;
+    planned.workspace = &unused;
+    planned.workspace_size = split.splits * m * n;
+    checking_runner checker;
+    if (status st = launch(Shape{}, checker, planned); !st)
+      return st;
+  }
   device_allocation workspace;
   if (split.splits > 1) {
     split.workspace_size = split.splits * m * n;
@@ -169,12 +198,12 @@ template <class FormatA, class FormatB, class Out>
     if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
   }
-  if (wgmma_takes(a, b) && detail::device_has_wgmma(stream)) {
-    return detail::run_wgmma_by_rows(stream, c.rows(), c.cols(), a.cols(),
-                                     [&](auto shape, device_runner& runner, wgmma_split_k split) {
-                                       return launch_gemm_wgmma<decltype(shape)>(
-                                           runner, a, b, c, alpha, beta, split);
-                                     });
+  if constexpr (kernels::wgmma_format<FormatA> && kernels::wgmma_format<FormatB>) {
+    if (wgmma_takes(a, b) && detail::device_has_wgmma(stream))
+      return detail::run_wgmma_by_rows(
+          stream, c.rows(), c.cols(), a.cols(), [&](auto shape, auto& runner, wgmma_split_k split) {
+            return launch_gemm_wgmma<decltype(shape)>(runner, a, b, c, alpha, beta, split);
+          });
   }
   if (a.rows() <= 64)
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
@@ -207,11 +236,10 @@ template <class Format, class Out>
   if (!detail::device_has_wgmma(stream))
     return {errc::unsupported, "gemm_w4a16: the code running on this device has no warpgroup MMA "
                                "(compile for sm_90a and run on a compute capability 9.0 GPU)"};
-  return detail::run_wgmma_by_rows(stream, c.rows(), c.cols(), x.cols(),
-                                   [&](auto shape, device_runner& runner, wgmma_split_k split) {
-                                     return launch_gemm_w4a16<decltype(shape)>(runner, x, w, c,
-                                                                               alpha, beta, split);
-                                   });
+  return detail::run_wgmma_by_rows(
+      stream, c.rows(), c.cols(), x.cols(), [&](auto shape, auto& runner, wgmma_split_k split) {
+        return launch_gemm_w4a16<decltype(shape)>(runner, x, w, c, alpha, beta, split);
+      });
 }
 
 /// The same with a writable view of W.

@@ -167,12 +167,14 @@ bool scales_fit_32_bits(const_quantized_view<Format> q) noexcept {
   return scale_storage_size(q.layout(), q.rows(), q.blocks_per_row()) <= 0xFFFFFFFFu;
 }
 
-/// What both warpgroup-MMA launchers do once X is checked: check C, W and the grid, make the
-/// tensor maps (X's box `xs`, with only its base, sizes and stride filled in), run. `k` is K.
+/// What both warpgroup-MMA launchers do once X is checked: check C, W (named `w_name`) and the
+/// grid, make the tensor maps (X's box `xs`, with only its base, sizes and stride filled in),
+/// run. `k` is K.
 template <class Shape, class Runner, class Program, class Format, class Out>
-status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t x_rows,
-                 std::size_t k, warp::tensor_map_2d_shape xs, const_quantized_view<Format> w,
-                 matrix_view<Out> c, float alpha, float beta, wgmma_split_k split) {
+status run_wgmma(Runner& runner, Program& program, const char* name, const char* w_name,
+                 std::size_t x_rows, std::size_t k, warp::tensor_map_2d_shape xs,
+                 const_quantized_view<Format> w, matrix_view<Out> c, float alpha, float beta,
+                 wgmma_split_k split) {
   const auto fail = [name](errc code, const std::string& what) {
     return status{code, std::string(name) + ": " + what};
   };
@@ -186,13 +188,20 @@ status run_wgmma(Runner& runner, Program& program, const char* name, std::size_t
     return fail(errc::invalid_argument, "c.ld() is smaller than c.cols()");
   if (c.empty())
     return {};
+  // Tile coordinates and TMA coordinates are 32-bit signed.
+  if (x_rows > 0x7FFFFFFFu - 256 || w.rows() > 0x7FFFFFFFu - 256 || k > 0x7FFFFFFFu - 256)
+    return fail(errc::too_large, "M, N and K must each be below 2^31 - 256, not " +
+                                     gemm_shape_text(x_rows, w.rows()) +
+                                     " by K = " + std::to_string(k));
+  const std::string wn(w_name);
   if (!scales_fit_32_bits(w))
-    return fail(errc::too_large, "the quantized operand's scales take more than 2^32 - 1 bytes");
+    return fail(errc::too_large, wn + "'s scales take more than 2^32 - 1 bytes");
   if (k != 0 && (!is_aligned(w.elements(), 16) || w.row_bytes() % 16 != 0))
     return fail(errc::misaligned,
-                "the quantized operand's elements must be 16-byte aligned with rows a multiple of "
-                "16 bytes apart (TMA reads them): K padded to a multiple of 32, not " +
-                    std::to_string(w.padded_cols()));
+                wn +
+                    "'s elements must be 16-byte aligned with rows a multiple of 16 bytes "
+                    "apart (TMA reads them): K padded to a multiple of 32 (padded K here " +
+                    std::to_string(w.padded_cols()) + ")");
   static_assert(Shape::tile_k == 64, "wgmma_splits counts k-tiles of 64 columns");
   const std::size_t tiles_x = (x_rows + Shape::tile_x - 1) / Shape::tile_x;
   const std::size_t tiles_w = (w.rows() + Shape::tile_w - 1) / Shape::tile_w;
@@ -298,7 +307,7 @@ template <class Shape, class Runner, class Format, class Out>
   xs.box_cols = Shape::tile_k;
   xs.swizzle = warp::smem_swizzle::bytes128;
   kernels::gemm_w4a16_program<Format, Out, Shape> program;
-  return detail::run_wgmma<Shape>(runner, program, "gemm_w4a16", x.rows(), x.cols(), xs, w, c,
+  return detail::run_wgmma<Shape>(runner, program, "gemm_w4a16", "w", x.rows(), x.cols(), xs, w, c,
                                   alpha, beta, split);
 }
 
@@ -348,7 +357,7 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   xs.box_cols = Shape::tile_k / 2;
   kernels::gemm_wgmma_program<FormatA, FormatB, Out, Shape> program;
   program.x = a;
-  return detail::run_wgmma<Shape>(runner, program, "gemm", a.rows(), a.cols(), xs, b, c, alpha,
+  return detail::run_wgmma<Shape>(runner, program, "gemm", "b", a.rows(), a.cols(), xs, b, c, alpha,
                                   beta, split);
 }
 

@@ -34,9 +34,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../../block/matrix_view.hpp"
 #include "../../block/quantized_view.hpp"
+#include "../../numeric/format.hpp"
 #include "../../numeric/half.hpp"
 #include "../warp.hpp"
 #include "../warp/async.hpp"
@@ -90,6 +92,24 @@ wgmma_product_scale(const float* w_scale, const float* x_scale, int offset) {
   return t;
 }
 
+namespace detail {
+template <class Format, bool = warp::has_dequant_scale<typename Format::scale_type>>
+struct wgmma_format : std::false_type {};
+template <class Format>
+struct wgmma_format<Format, true>
+    : std::bool_constant<std::is_same<typename Format::element_type::format, e2m1_format>::value &&
+                         (Format::block_size == 16 || Format::block_size == 32) &&
+                         64 / Format::block_size *
+                                 warp::dequant_scale<typename Format::scale_type>::multiplies ==
+                             4> {};
+} // namespace detail
+
+/// Whether the warpgroup-MMA GEMMs take `Format` for either operand: E2M1 elements in blocks of
+/// 16 or 32 whose scales have a bf16 multiplier (dequant_scale), four multiplier words per row
+/// and 64-column k-tile — NVFP4, UE5M3-FP4 and MXFP4, not UE8M0 blocks of 16 or UE4M3 of 32.
+template <class Format>
+inline constexpr bool wgmma_format = detail::wgmma_format<Format>::value;
+
 /// The shared operand X when it is quantized too: its view, and how its scales dequantize.
 template <class XFormat>
 struct quantized_x {
@@ -98,7 +118,7 @@ struct quantized_x {
   using dequant = warp::dequant_scale<typename XFormat::scale_type>;
   static constexpr int block_size = XFormat::block_size;
   static constexpr int offset = dequant::offset;
-  static_assert(XFormat::element_bits == 4, "X: E2M1 elements");
+  static_assert(wgmma_format<XFormat>, "X: E2M1 in blocks of 16 or 32 (wgmma_format)");
 };
 /// X in BF16, loaded by TMA as it is.
 struct bf16_x {
@@ -124,8 +144,7 @@ struct gemm_wgmma_program {
   using dequant = warp::dequant_scale<scale_type>;
   using x_traits = typename x_operand<XOperand>::type;
   static constexpr bool x_quantized = x_traits::quantized;
-  static_assert(Format::element_bits == 4, "W: E2M1 elements");
-  static_assert(Format::block_size == 16 || Format::block_size == 32, "blocks of 16 or 32 along K");
+  static_assert(wgmma_format<Format>, "W: E2M1 in blocks of 16 or 32 (wgmma_format)");
 
   static constexpr int consumers = Shape::consumers;
   static constexpr int warps = 4 * consumers + 4;
