@@ -190,6 +190,13 @@ struct gemm_wgmma_program {
   BLOCKSCALE_HD_TEMPLATE
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void run(Warp& warp, cta_coord cta, shared_storage& shared) const {
+#if defined(__CUDA_ARCH__) && !BLOCKSCALE_CUDA_HAS_WGMMA
+    // A device pass without the warpgroup MMA: callers probe for it (device_has_wgmma) and never
+    // launch this there, so the body is left out — ptxas would otherwise allocate (and spill)
+    // registers for code whose every MMA is a trap.
+    (void)warp, (void)cta, (void)shared;
+    __trap();
+#else
     if (warp.index() == producer)
       for (int s = 0; s < stages; ++s) {
         warp.mbarrier_init(shared.full[s], x_quantized ? 3 : 4);
@@ -205,10 +212,13 @@ struct gemm_wgmma_program {
       warp.template setmaxnreg_inc<consumers == 1 ? 240 : 232>();
       consume(warp, cta, shared);
     }
+#endif
   }
 
   /// Units of work: every tile of C times every split of K.
-  BLOCKSCALE_HOST_DEVICE std::uint32_t units() const noexcept { return tiles_x * tiles_w * splits; }
+  BLOCKSCALE_HOST_DEVICE std::uint32_t units() const noexcept {
+    return tiles_x * tiles_w * splits;
+  }
 
   /// What the accumulator is multiplied by: the tensor scales (read where the kernel runs) and
   /// 2^offset of both operands.
