@@ -50,6 +50,15 @@ inline const operand_recipe& operand_of(const recipe& r, gemm_operand operand) n
   return *operands[static_cast<int>(operand)];
 }
 
+/// The stochastic-rounding seed of `operand` in a layer keyed by `layer_seed`: a SplitMix64 step
+/// of layer_seed · 8 + operand, so that the six operands' Philox streams differ.
+constexpr std::uint64_t operand_seed(std::uint64_t layer_seed, gemm_operand operand) noexcept {
+  std::uint64_t z = layer_seed * 8 + static_cast<std::uint64_t>(operand) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 /// A linear layer without bias, y = x · Wᵀ, with W (out × in) in float, quantized per `recipe`.
 /// Copies share the thread pool of set_threads().
 class quantized_linear {
@@ -68,7 +77,7 @@ public:
     for (int i = 0; i < gemm_operand_count; ++i)
       operands_[i] =
           operand_quantizer(operand_of(used, static_cast<gemm_operand>(i)), used.transform,
-                            mix(seed, static_cast<std::uint64_t>(i)), columnwise[i]);
+                            operand_seed(seed, static_cast<gemm_operand>(i)), columnwise[i]);
   }
 
   std::size_t in_features() const noexcept { return in_; }
@@ -136,12 +145,6 @@ private:
       throw std::invalid_argument(std::string("quantized_linear: the recipe's ") + gemm +
                                   " operands disagree on the Hadamard transform, which only "
                                   "cancels when both have it");
-  }
-  static std::uint64_t mix(std::uint64_t seed, std::uint64_t operand) noexcept {
-    std::uint64_t z = seed * 8 + operand + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
   }
   operand_quantizer& op(gemm_operand operand) noexcept {
     return operands_[static_cast<int>(operand)];

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "../block/block_format.hpp"
 #include "../block/hadamard.hpp"
@@ -123,6 +125,33 @@ inline recipe mxfp4() {
   base.rule = scale_rules::ocp_floor();
   r.fprop_x = r.fprop_w = r.dgrad_dy = r.dgrad_w = r.wgrad_dy = r.wgrad_x = base;
   return r;
+}
+
+/// The presets' names, as callers that meet recipes by name (the Python package) spell them.
+inline constexpr const char* names[] = {"high_precision", "nvfp4", "ue5m3_fp4", "mxfp4"};
+
+/// What the presets take: the UE5M3 recipe's refresh interval, and how many last layers NVFP4
+/// keeps in high precision.
+struct parameters {
+  std::uint32_t interval = 100;
+  int high_precision_last_layers = 0;
+};
+
+/// The preset named `name` (one of `names`); std::invalid_argument naming the choices otherwise.
+inline recipe named(std::string_view name, const parameters& p = {}) {
+  if (name == names[0])
+    return high_precision();
+  if (name == names[1])
+    return nvfp4(p.high_precision_last_layers);
+  if (name == names[2])
+    return ue5m3(p.interval);
+  if (name == names[3])
+    return mxfp4();
+  std::string choices;
+  for (const char* n : names)
+    choices += (choices.empty() ? "" : ", ") + std::string(n);
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (one of " + choices +
+                              ")");
 }
 
 } // namespace recipes
