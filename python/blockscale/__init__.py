@@ -2,6 +2,8 @@
 
 Bindings over the blockscale C++ library: every value is computed by the same code as its C++
 API. `simd` says which build of the extension runs ("avx512" or "portable"; the same bits).
+CUDA tensors run on their device through the CUDA extension where it was built
+(`cuda_available()`); `blockscale.torch` holds the recipe Linear.
 See docs/python.md in the repository.
 """
 
@@ -16,6 +18,7 @@ PeriodicTensorScale = _core.PeriodicTensorScale
 QuantizedShape = _core.QuantizedShape
 ScaleRule = _core.ScaleRule
 default_rule = _core.default_rule
+from ._device import DevicePolicy, cuda_available, device_policy
 from ._gemm import gemm_reference
 from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
 from ._scalar import ROUNDINGS, convert, decode
@@ -33,4 +36,5 @@ __all__ = [
     "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",
     "scale_rule", "default_rule", "convert", "decode", "gemm_reference", "scale_offsets",
     "block_formats", "register_block_formats", "conventions", "simd",
+    "DevicePolicy", "device_policy", "cuda_available",
 ]

@@ -6,6 +6,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from . import _device
 from ._native import core as _core
 from ._tensor import QuantizedTensor, as_matrix, check_block_format
 
@@ -98,7 +99,8 @@ def options(
     return o
 
 
-def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: Any) -> QuantizedTensor:
+def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, stream: Any = None,
+             **kwargs: Any) -> QuantizedTensor:
     """Quantizes the 2-D matrix x (numpy or torch CPU; float32, float16 or bfloat16, read in place)
     into `format` ("nvfp4", "mxfp4", "ue5m3_fp4", "mxfp8"). Blocks run along the last axis; with
     columnwise=True they run down the columns and the result holds the transpose.
@@ -108,7 +110,20 @@ def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: 
     seed, offset, hadamard, hadamard_signs, encode_scale (s_enc), layout ("row_major" |
     "tensor_core"), threads (0: all cores). With a tensor-scale `policy` the encode scale comes
     from the policy, which counts the call.
+
+    A CUDA x (torch, CuPy, DLPack) is quantized on its device by the same rules, queued on
+    `stream` (torch's current stream by default): the result's arrays are torch CUDA tensors, and
+    the policy, if any, is a `device_policy` (its state on the device). The bits equal the CPU's.
     """
+    if _device.is_device_array(x):
+        t, element = _device.device_input(x)
+        check_block_format(format)
+        opts = _options(format, policy, kwargs)
+        _core.check_options(format, t.shape[0], t.shape[1], opts)
+        out = QuantizedTensor.empty(format, opts.quantized_shape(t.shape[0], t.shape[1]), device=t)
+        _quantize_on_device(t, element, out, opts, policy, stream)
+        return out
+    _refuse_stream(stream)
     array, element = as_matrix(x)
     check_block_format(format)
     opts = _options(format, policy, kwargs)
@@ -118,8 +133,21 @@ def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, **kwargs: 
     return out
 
 
-def quantize_into(x: Any, out: QuantizedTensor, *, policy: Optional[Policy] = None, **kwargs: Any) -> dict:
-    """Quantizes x into existing storage (made for x and the same options); returns the stats."""
+def quantize_into(x: Any, out: QuantizedTensor, *, policy: Optional[Policy] = None, stream: Any = None,
+                  **kwargs: Any) -> dict:
+    """Quantizes x into existing storage (made for x and the same options); returns the stats (on a
+    CUDA device: an empty dict, as reading the counters would wait for the device; a device
+    policy's `read()` has its last step's)."""
+    if _device.is_device_array(x):
+        if not out.is_cuda:
+            raise ValueError("x is on a CUDA device and out is not: make out with "
+                             "QuantizedTensor.empty(format, shape, device=x) or out.to(x.device)")
+        t, element = _device.device_input(x)
+        _quantize_on_device(t, element, out, _options(out.format, policy, kwargs), policy, stream)
+        return {}
+    _refuse_stream(stream)
+    if out.is_cuda:
+        raise ValueError(f"out is on {out.device} and x is not: quantize a CUDA x into it")
     array, element = as_matrix(x)
     for name in ("elements", "scales", "decode_scale_array"):
         if not getattr(out, name).flags.writeable:
@@ -133,7 +161,35 @@ def _options(format: str, policy: Any, kwargs: dict) -> Any:
     return options(format=format, **kwargs)
 
 
+def _refuse_stream(stream: Any) -> None:
+    if stream is not None:
+        raise ValueError("stream is for CUDA inputs; x is on the CPU")
+
+
+def _quantize_on_device(t: Any, element: str, out: QuantizedTensor, opts: Any, policy: Any,
+                        stream: Any) -> None:
+    cuda = _device.cuda_module()
+    handle = _device.stream_handle(t, stream)
+    if policy is not None and not isinstance(policy, _device.DevicePolicy):
+        raise ValueError(f"policy is a host {type(policy).__name__}; a CUDA x takes a policy whose "
+                         f"state is on the device: blockscale.device_policy(policy)")
+    arrays = (out.shape_info, out.elements, out.scales, out.decode_scale_array)
+    with _device.on_device(t):
+        if policy is None:
+            cuda.quantize_into(t, element, out.format, *arrays, opts, None, handle)
+        elif policy.amax_hook is None:
+            cuda.quantize_into(t, element, out.format, *arrays, opts, policy._state, handle)
+        else:  # measure, let the hook all-reduce the amax, apply, quantize
+            cuda.policy_measure(t, element, out.format, opts, policy._state, handle)
+            policy.amax_hook(policy.amax)
+            cuda.policy_apply(out.format, opts, policy._state, handle)
+            cuda.quantize_applied(t, element, out.format, *arrays, opts, policy._state, handle)
+    out.stats = {}
+
+
 def _quantize(array: np.ndarray, element: str, out: QuantizedTensor, opts: Any, policy: Any) -> dict:
+    if isinstance(policy, _device.DevicePolicy):
+        raise ValueError("policy is a device_policy and x is on the CPU: use the host policy")
     stats = _core.quantize_into(
         array, element, out.format, out.shape_info, out.elements, out.scales,
         out.decode_scale_array, opts, policy,
@@ -142,17 +198,29 @@ def _quantize(array: np.ndarray, element: str, out: QuantizedTensor, opts: Any, 
     return stats
 
 
-def measure_amax(x: Any, format: str, **kwargs: Any) -> float:
+def measure_amax(x: Any, format: str, *, stream: Any = None, **kwargs: Any) -> Any:
     """The tensor amax of x as quantizing it with these options sees it (after the Hadamard
-    transform when enabled); NaN if any value is NaN."""
+    transform when enabled); NaN if any value is NaN. For a CUDA x, a float32 CUDA tensor of one
+    element, measured on the device without waiting (float() of it waits)."""
+    if _device.is_device_array(x):
+        torch = _device._torch()
+        opts = options(format=format, **kwargs)
+        check_block_format(format)
+        t, element = _device.device_input(x)
+        bits = torch.zeros(1, dtype=torch.int32, device=t.device)
+        with _device.on_device(t):
+            _device.cuda_module().measure_amax(t, element, opts, bits,
+                                               _device.stream_handle(t, stream))
+        return bits.view(torch.float32)
+    _refuse_stream(stream)
     array, element = as_matrix(x)
     return _core.measure_amax(array, element, check_block_format(format),
                               options(format=format, **kwargs))
 
 
 def fake_quantize(x: Any, format: str, *, dtype: Any = "float32", policy: Optional[Policy] = None,
-                  **kwargs: Any) -> np.ndarray:
+                  stream: Any = None, **kwargs: Any) -> Any:
     """dequantize(quantize(x, ...)): the values a GEMM on the quantized x would see (for a
-    columnwise quantization, those of the transpose)."""
-    q = quantize(x, format, policy=policy, **kwargs)
-    return q.dequantize(dtype, threads=kwargs.get("threads", 1))
+    columnwise quantization, those of the transpose); a torch CUDA tensor for a CUDA x."""
+    q = quantize(x, format, policy=policy, stream=stream, **kwargs)
+    return q.dequantize(dtype, threads=kwargs.get("threads", 1), stream=stream)

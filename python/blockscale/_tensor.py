@@ -124,16 +124,23 @@ class QuantizedTensor:
     stats: dict = field(default_factory=dict)
 
     @classmethod
-    def empty(cls, format: str, shape: _core.QuantizedShape) -> "QuantizedTensor":
-        """Zero-filled storage for a quantized matrix of `format` and `shape`."""
+    def empty(cls, format: str, shape: _core.QuantizedShape, device: Any = None) -> "QuantizedTensor":
+        """Zero-filled storage for a quantized matrix of `format` and `shape`: numpy arrays, or
+        with `device` (a CUDA device, or a CUDA tensor whose device to use) torch CUDA tensors."""
         need = _core.storage(check_block_format(format), shape)
         rows = shape.rows
         row_bytes, blocks = need["row_bytes"], need["blocks_per_row"]
+        scale_shape = ((rows, blocks) if shape.layout == _core.scale_layout.row_major
+                       else (need["scale_bytes"],))
+        if device is not None and not (isinstance(device, str) and device == "cpu"):
+            import torch
+
+            where = device.device if hasattr(device, "device") else torch.device(device)
+            elements = torch.zeros((rows, row_bytes), dtype=torch.uint8, device=where)
+            scales = torch.zeros(scale_shape, dtype=torch.uint8, device=where)
+            return cls(format, shape, elements, scales, torch.ones(1, dtype=torch.float32, device=where))
         elements = np.zeros((rows, row_bytes), np.uint8)
-        if shape.layout == _core.scale_layout.row_major:
-            scales = np.zeros((rows, blocks), np.uint8)
-        else:
-            scales = np.zeros(need["scale_bytes"], np.uint8)
+        scales = np.zeros(scale_shape, np.uint8)
         assert elements.size == need["element_bytes"] and scales.size == need["scale_bytes"]
         return cls(format, shape, elements, scales, np.ones(1, np.float32))
 
@@ -192,7 +199,40 @@ class QuantizedTensor:
 
     @property
     def decode_scale(self) -> float:
+        """s_dec (for a tensor on a CUDA device, reading it waits for the device)."""
         return float(self.decode_scale_array[0])
+
+    @property
+    def device(self) -> str:
+        """Where the codes live: "cpu", or the CUDA device's name ("cuda:0")."""
+        return "cpu" if isinstance(self.elements, np.ndarray) else str(self.elements.device)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device != "cpu"
+
+    def to(self, device: Any) -> "QuantizedTensor":
+        """The same codes on `device` ("cpu", "cuda", "cuda:1", a torch.device): self when they
+        already live there, else a copy (torch's copy, in its current stream)."""
+        import torch
+
+        where = torch.device(device)
+        if where.type == "cpu":
+            if not self.is_cuda:
+                return self
+            parts = [t.cpu().numpy() for t in (self.elements, self.scales, self.decode_scale_array)]
+        else:
+            if self.is_cuda and self.elements.device == where:
+                return self
+            parts = [torch.as_tensor(a).to(where) for a in
+                     (self.elements, self.scales, self.decode_scale_array)]
+        return QuantizedTensor(self.format, self.shape_info, *parts, dict(self.stats))
+
+    def cpu(self) -> "QuantizedTensor":
+        return self.to("cpu")
+
+    def cuda(self, device: Any = "cuda") -> "QuantizedTensor":
+        return self.to(device)
 
     @property
     def element_format(self) -> str:
@@ -240,6 +280,8 @@ class QuantizedTensor:
         """The block scales' values (without decode_scale), float32 [rows, blocks_per_row]."""
         from ._scalar import decode
 
+        if self.is_cuda:
+            return self.to("cpu").decoded_scales()
         rows, blocks = self.shape_info.rows, self.blocks_per_row
         if self.shape_info.layout == _core.scale_layout.row_major:
             codes = self.scales.reshape(rows, blocks)
@@ -248,7 +290,9 @@ class QuantizedTensor:
         return decode(codes, self.scale_format)
 
     def element_codes(self) -> np.ndarray:
-        """The element codes unpacked, uint8 [rows, padded_cols]."""
+        """The element codes unpacked, uint8 [rows, padded_cols] (numpy, on the CPU)."""
+        if self.is_cuda:
+            return self.to("cpu").element_codes()
         if self.element_format != "e2m1":
             return self.elements.copy()
         out = np.empty((self.elements.shape[0], self.elements.shape[1] * 2), np.uint8)
@@ -256,9 +300,11 @@ class QuantizedTensor:
         out[:, 1::2] = self.elements >> 4
         return out
 
-    def dequantize(self, dtype: Any = "float32", *, padded: bool = False, threads: int = 1):
-        """The decoded matrix [rows, cols] (or [rows, padded_cols]) as float32, bfloat16 or float16."""
-        return dequantize(self, dtype, padded=padded, threads=threads)
+    def dequantize(self, dtype: Any = "float32", *, padded: bool = False, threads: int = 1,
+                   stream: Any = None):
+        """The decoded matrix [rows, cols] (or [rows, padded_cols]) as float32, bfloat16 or float16
+        (on q's device)."""
+        return dequantize(self, dtype, padded=padded, threads=threads, stream=stream)
 
     # -- torch -----------------------------------------------------------------------------
     def torch_elements(self):
@@ -266,7 +312,7 @@ class QuantizedTensor:
         torch lacks it), float8_e4m3fn for MXFP8."""
         import torch
 
-        t = torch.from_numpy(self.elements)
+        t = self.elements if self.is_cuda else torch.from_numpy(self.elements)
         name = "float4_e2m1fn_x2" if self.element_format == "e2m1" else "float8_e4m3fn"
         return t.view(getattr(torch, name)) if hasattr(torch, name) else t
 
@@ -275,7 +321,7 @@ class QuantizedTensor:
         always 0), float8_e8m0fnu (UE8M0), uint8 (UE5M3: no framework has the dtype)."""
         import torch
 
-        t = torch.from_numpy(self.scales)
+        t = self.scales if self.is_cuda else torch.from_numpy(self.scales)
         name = {"ue4m3": "float8_e4m3fn", "ue8m0": "float8_e8m0fnu"}.get(self.scale_format)
         return t.view(getattr(torch, name)) if name and hasattr(torch, name) else t
 
@@ -322,8 +368,11 @@ def _out_dtype(dtype: Any) -> tuple[np.dtype, str]:
     raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype}")
 
 
-def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = False, threads: int = 1):
-    """The decoded matrix of q: float32, ml_dtypes.bfloat16 or float16 numpy array.
+def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = False, threads: int = 1,
+               stream: Any = None):
+    """The decoded matrix of q: float32, ml_dtypes.bfloat16 or float16 numpy array; for q on a CUDA
+    device, a torch CUDA tensor (float32, bfloat16 or float16) decoded there, queued on `stream`
+    (torch's current stream by default).
 
     padded=True keeps the zero padding of each row (padded_cols columns), as a GEMM reads it.
     """
@@ -332,6 +381,8 @@ def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = Fal
     if not isinstance(q, QuantizedTensor):
         raise ValueError(f"q must be a QuantizedTensor (from quantize or QuantizedTensor.from_arrays), "
                          f"not {type(q).__name__}")
+    if q.is_cuda:
+        return _dequantize_on_device(q, dtype, padded, stream)
     np_dtype, element = _out_dtype(dtype)
     threads = _integer(threads, "threads (0: all cores)", 0, 1 << 32)
     need = _core.storage(q.format, q.shape_info)  # check the sizes before allocating the result
@@ -349,3 +400,21 @@ def dequantize(q: QuantizedTensor, dtype: Any = "float32", *, padded: bool = Fal
 
 
 Operand = Union[QuantizedTensor, np.ndarray]
+
+
+def _dequantize_on_device(q: QuantizedTensor, dtype: Any, padded: bool, stream: Any):
+    import torch
+
+    from . import _device
+
+    names = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+    element = names.get(dtype, dtype) if not isinstance(dtype, str) else dtype
+    if element not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype!r}")
+    cuda = _device.cuda_module()
+    cols = q.blocks_per_row * q.block_size if padded else q.shape_info.cols
+    out = _device.empty((q.shape_info.rows, cols), element, q.elements)
+    with _device.on_device(q.elements):
+        cuda.dequantize(q.format, q.shape_info, q.elements, q.scales, q.decode_scale_array, out,
+                        element, bool(padded), _device.stream_handle(q.elements, stream))
+    return out

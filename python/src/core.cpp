@@ -398,6 +398,20 @@ void decode(const input& codes, const array& values, const std::string& format) 
 
 template <class Policy>
 void bind_counters(nb::class_<Policy> c) { // a handle: the copy names the same class
+  // copy.copy / copy.deepcopy: the C++ value (a policy holds no pointers) and the Python
+  // attributes (the format it was made for).
+  const auto copy = [](nb::handle self) {
+    nb::object clone = nb::inst_alloc(self.type());
+    new (nb::inst_ptr<Policy>(clone)) Policy(nb::cast<const Policy&>(self));
+    nb::inst_mark_ready(clone);
+    if (nb::hasattr(self, "__dict__"))
+      for (auto item : nb::borrow<nb::dict>(nb::getattr(self, "__dict__")))
+        nb::setattr(clone, item.first, item.second);
+    return clone;
+  };
+  c.def("__copy__", copy).def("__deepcopy__", [copy](nb::handle self, nb::handle) {
+    return copy(self);
+  });
   c.def_prop_ro("needs_amax", &Policy::needs_amax)
       .def_prop_ro("encode_scale", &Policy::encode_scale)
       .def_prop_ro("amax_measurements", &Policy::amax_measurements)
@@ -489,6 +503,59 @@ nb::dict registry() {
   d["version"] = std::to_string(BLOCKSCALE_VERSION_MAJOR) + "." +
                  std::to_string(BLOCKSCALE_VERSION_MINOR) + "." +
                  std::to_string(BLOCKSCALE_VERSION_PATCH);
+  return d;
+}
+
+// ---- Training recipes -------------------------------------------------------------------------
+
+nb::dict operand_dict(const bs::operand_recipe& o) {
+  static const char* const shapes[] = {"rowwise", "tile"};
+  static const char* const roundings[] = {"nearest_even", "stochastic"};
+  static const char* const policies[] = {"none", "current", "periodic", "delayed"};
+  static const char* const scale_roundings[] = {"nearest_even", "up", "down"};
+  nb::dict d;
+  d["format"] = bs::preset_names[static_cast<int>(o.format)];
+  d["shape"] = shapes[static_cast<int>(o.shape)];
+  d["rounding"] = roundings[static_cast<int>(o.rounding)];
+  d["hadamard"] = o.hadamard;
+  if (o.rule)
+    d["rule"] = nb::make_tuple(o.rule->target, scale_roundings[static_cast<int>(o.rule->rounding)]);
+  else
+    d["rule"] = nb::none();
+  nb::dict t;
+  t["policy"] = policies[static_cast<int>(o.tensor_scale.policy)];
+  t["interval"] = o.tensor_scale.interval;
+  t["headroom"] = o.tensor_scale.headroom_binades;
+  t["history"] = o.tensor_scale.history;
+  t["margin"] = o.tensor_scale.margin_binades;
+  d["tensor_scale"] = t;
+  return d;
+}
+
+/// A preset of training/recipe.hpp as plain data (the package's blockscale.torch.Recipe).
+nb::dict recipe_preset(const std::string& name, std::int64_t interval,
+                       std::int64_t high_precision_last_layers) {
+  if (interval < 1 || interval > UINT32_MAX)
+    throw std::invalid_argument("interval must be an integer from 1 to " +
+                                std::to_string(UINT32_MAX) + ", not " + std::to_string(interval));
+  if (high_precision_last_layers < 0 || high_precision_last_layers > INT_MAX)
+    throw std::invalid_argument("high_precision_last_layers must be a non-negative integer, not " +
+                                std::to_string(high_precision_last_layers));
+  bs::recipes::parameters p;
+  p.interval = static_cast<std::uint32_t>(interval);
+  p.high_precision_last_layers = static_cast<int>(high_precision_last_layers);
+  const bs::recipe r = bs::recipes::named(name, p);
+  nb::dict d;
+  d["name"] = r.name;
+  d["fprop_x"] = operand_dict(r.fprop_x);
+  d["fprop_w"] = operand_dict(r.fprop_w);
+  d["dgrad_dy"] = operand_dict(r.dgrad_dy);
+  d["dgrad_w"] = operand_dict(r.dgrad_w);
+  d["wgrad_dy"] = operand_dict(r.wgrad_dy);
+  d["wgrad_x"] = operand_dict(r.wgrad_x);
+  d["high_precision_first_layers"] = r.high_precision_first_layers;
+  d["high_precision_last_layers"] = r.high_precision_last_layers;
+  d["hadamard_sign_mask"] = r.transform.sign_mask();
   return d;
 }
 
@@ -636,6 +703,23 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
   m.def("decode", &decode, nb::arg("codes"), nb::arg("values"), nb::arg("format"));
 
   m.def("registry", &registry);
+  m.def("recipe_names", [] {
+    nb::list names;
+    for (const char* n : bs::recipes::names)
+      names.append(nb::str(n));
+    return names;
+  });
+  m.def(
+      "operand_seed",
+      [](std::uint64_t layer_seed, int operand) {
+        if (operand < 0 || operand >= bs::gemm_operand_count)
+          throw std::invalid_argument("operand must be 0 .. 5 (Fprop X .. Wgrad X), not " +
+                                      std::to_string(operand));
+        return bs::operand_seed(layer_seed, static_cast<bs::gemm_operand>(operand));
+      },
+      nb::arg("layer_seed"), nb::arg("operand"));
+  m.def("recipe_preset", &recipe_preset, nb::arg("name"), nb::arg("interval") = 100,
+        nb::arg("high_precision_last_layers") = 0);
   m.def("scale_rule_named", [](const std::string& rule, const std::string& format) {
     return format_named(format).rule_named(rule);
   });

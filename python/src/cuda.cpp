@@ -1,0 +1,315 @@
+// The blockscale Python CUDA extension, `blockscale._cuda`: bindings over the device launchers for
+// CUDA arrays (torch, CuPy or any DLPack producer), read and written in place and queued on the
+// stream the caller names. The kernels are device_ops.cu's; this file maps Python arguments to the
+// erased matrices and storage of cuda/format_ops.hpp and a status that is not ok to an exception
+// (ValueError for a bad argument, RuntimeError for a CUDA error). Nothing here synchronises but
+// the policies' construction and read(). It shares the host extension's types (QuantizedShape,
+// QuantizeOptions, the policies): import blockscale first.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "device_ops.hpp"
+
+namespace nb = nanobind;
+namespace bs = blockscale;
+using namespace blockscale_python;
+
+namespace {
+
+using device_array = nb::ndarray<nb::device::cuda>;
+using device_input = nb::ndarray<nb::ro, nb::device::cuda>;
+using kind = bs::any_policy::kind;
+
+void raise_if(const bs::cuda::status& s) {
+  if (s.ok())
+    return;
+  if (s.code() == bs::cuda::errc::cuda_error)
+    throw std::runtime_error(s.message());
+  throw std::invalid_argument(s.message());
+}
+
+cudaStream_t stream_of(std::uintptr_t stream) {
+  return reinterpret_cast<cudaStream_t>(stream);
+}
+
+const bs::cuda::device_format_ops& ops_named(const std::string& format) {
+  if (const bs::cuda::device_format_ops* ops = device_ops(format))
+    return *ops;
+  throw std::invalid_argument("block format '" + format +
+                              "' has no device kernels in this build (the presets do)");
+}
+
+template <class A>
+bool is_dtype(const A& a, nb::dlpack::dtype_code code, int bits) {
+  return a.dtype().code == static_cast<std::uint8_t>(code) && a.dtype().bits == bits &&
+         a.dtype().lanes == 1;
+}
+
+template <class A>
+bs::element_type element_of(const A& a, const std::string& element, const char* name) {
+  using code = nb::dlpack::dtype_code;
+  if (element == "float32" && is_dtype(a, code::Float, 32))
+    return bs::element_type::float32;
+  if (element == "float16" && is_dtype(a, code::Float, 16))
+    return bs::element_type::float16;
+  if (element == "bfloat16" &&
+      (is_dtype(a, code::Bfloat, 16) || is_dtype(a, code::UInt, 16) || is_dtype(a, code::Int, 16)))
+    return bs::element_type::bfloat16;
+  throw std::invalid_argument(std::string(name) + " must be float32, float16 or bfloat16 (as '" +
+                              element + "')");
+}
+
+/// A 2-D CUDA array with unit column stride as an erased matrix (the row stride becomes ld).
+template <class Void, class A>
+bs::basic_any_matrix<Void> matrix_of(const A& a, const char* name, bs::element_type type) {
+  if (a.ndim() != 2)
+    throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
+                                std::to_string(a.ndim()) + "-D");
+  const std::size_t rows = a.shape(0), cols = a.shape(1);
+  if (rows == 0 || cols == 0)
+    return {nullptr, type, rows, cols, cols};
+  if (cols > 1 && a.stride(1) != 1)
+    throw std::invalid_argument(std::string(name) +
+                                " must have contiguous rows (unit stride along its last axis)");
+  if (rows > 1 && a.stride(0) < static_cast<std::int64_t>(cols))
+    throw std::invalid_argument(std::string(name) + " has overlapping rows");
+  const std::size_t ld = rows > 1 ? static_cast<std::size_t>(a.stride(0)) : cols;
+  return {a.data(), type, rows, cols, ld};
+}
+
+template <class A>
+auto bytes_of(const A& a, const char* name) {
+  using byte =
+      std::conditional_t<std::is_same<A, device_input>::value, const std::uint8_t, std::uint8_t>;
+  if (!is_dtype(a, nb::dlpack::dtype_code::UInt, 8))
+    throw std::invalid_argument(std::string(name) + " must be uint8");
+  std::size_t expect = 1;
+  for (std::size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != static_cast<std::int64_t>(expect))
+      throw std::invalid_argument(std::string(name) + " must be C-contiguous");
+    expect *= a.shape(d);
+  }
+  return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), a.size()};
+}
+
+template <class A>
+auto* decode_scale_of(const A& a) {
+  if (!is_dtype(a, nb::dlpack::dtype_code::Float, 32) || a.size() != 1)
+    throw std::invalid_argument("decode_scale must be a float32 CUDA array of one element");
+  using value = std::conditional_t<std::is_same<A, device_input>::value, const float, float>;
+  return static_cast<value*>(a.data());
+}
+
+template <class Byte, class A>
+bs::basic_any_quantized<Byte> storage_of(const bs::quantized_shape& shape, const A& elements,
+                                         const A& scales, const A& decode_scale) {
+  const auto e = bytes_of(elements, "elements");
+  const auto s = bytes_of(scales, "scales");
+  return {shape, e.first, e.second, s.first, s.second, decode_scale_of(decode_scale)};
+}
+
+// ---- Policies on the device ------------------------------------------------------------------
+
+/// A tensor-scale policy whose state lives in device memory (cuda::tensor_scale_state<P>), made
+/// from a host policy object; the kernels read and update it, so a training step under it never
+/// waits for the host. `amax_bits` is its measured amax (a uint32 CUDA array of one element) for
+/// an all-reduce between measure and apply.
+class device_policy {
+public:
+  device_policy(nb::handle host, std::uintptr_t stream) {
+    const nb::object format = nb::getattr(host, "format", nb::none());
+    format_ = nb::isinstance<nb::str>(format) ? nb::cast<std::string>(format) : std::string();
+    const void* policy = nullptr;
+    if (bs::no_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
+      kind_ = kind::no_tensor_scale, policy = p;
+    else if (bs::current_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
+      kind_ = kind::current, policy = p;
+    else if (bs::periodic_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
+      kind_ = kind::periodic, policy = p;
+    else if (bs::delayed_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
+      kind_ = kind::delayed, policy = p;
+    else
+      throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
+                                  "PeriodicTensorScale or DelayedTensorScale");
+    state_ = make_device_policy(kind_, policy, stream_of(stream));
+  }
+
+  bs::cuda::any_device_policy erased() const { return {kind_, state_->state()}; }
+  const std::string& format() const { return format_; }
+  kind type() const { return kind_; }
+
+  /// Copies the device state into `host` (a policy object of the same class) and returns the last
+  /// step's counters: waits for the stream.
+  nb::dict read(nb::handle host, std::uintptr_t stream) const {
+    void* policy = nullptr;
+    const auto take = [&](auto* p) {
+      if (nb::try_cast(host, p, false) && p)
+        policy = p;
+    };
+    switch (kind_) {
+    case kind::no_tensor_scale:
+      take(static_cast<bs::no_tensor_scale*>(nullptr));
+      break;
+    case kind::current:
+      take(static_cast<bs::current_tensor_scale*>(nullptr));
+      break;
+    case kind::periodic:
+      take(static_cast<bs::periodic_tensor_scale*>(nullptr));
+      break;
+    case kind::delayed:
+      take(static_cast<bs::delayed_tensor_scale*>(nullptr));
+      break;
+    default:
+      break;
+    }
+    if (policy == nullptr)
+      throw std::invalid_argument(
+          "read: into must be a policy of the class this one was made from");
+    bs::quantize_stats last;
+    {
+      nb::gil_scoped_release unlocked;
+      raise_if(state_->read(policy, last, stream_of(stream)));
+    }
+    nb::dict d;
+    d["blocks"] = last.blocks;
+    d["saturated_scales"] = last.saturated_scales;
+    d["zero_scales"] = last.zero_scales;
+    d["nan_scales"] = last.nan_scales;
+    d["amax"] = last.amax;
+    return d;
+  }
+
+  std::uint32_t* amax_bits() const { return state_->amax_bits(); }
+
+private:
+  std::unique_ptr<device_policy_state> state_;
+  kind kind_ = kind::none;
+  std::string format_;
+};
+
+bs::cuda::any_device_policy policy_of(const device_policy* policy, const std::string& format) {
+  if (policy == nullptr)
+    return {};
+  if (policy->type() != kind::no_tensor_scale && !policy->format().empty() &&
+      policy->format() != format)
+    throw std::invalid_argument("policy was made for " + policy->format() + ", not " + format);
+  return policy->erased();
+}
+
+// ---- The bindings ----------------------------------------------------------------------------
+
+void quantize_into(const device_input& x, const std::string& element, const std::string& format,
+                   const bs::quantized_shape& shape, const device_array& elements,
+                   const device_array& scales, const device_array& decode_scale,
+                   const bs::quantize_options& options, const device_policy* policy,
+                   std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale);
+  const auto p = policy_of(policy, format);
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.quantize_into(in, out, options, p, stream_of(stream), nullptr));
+}
+
+void policy_measure(const device_input& x, const std::string& element, const std::string& format,
+                    const bs::quantize_options& options, const device_policy& policy,
+                    std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto p = policy_of(&policy, format);
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.policy_measure(in, p, options, stream_of(stream)));
+}
+
+void policy_apply(const std::string& format, const bs::quantize_options& options,
+                  const device_policy& policy, std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto p = policy_of(&policy, format);
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.policy_apply(p, options, stream_of(stream)));
+}
+
+void quantize_applied(const device_input& x, const std::string& element, const std::string& format,
+                      const bs::quantized_shape& shape, const device_array& elements,
+                      const device_array& scales, const device_array& decode_scale,
+                      const bs::quantize_options& options, const device_policy& policy,
+                      std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale);
+  const auto p = policy_of(&policy, format);
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.quantize_applied(in, out, options, p, stream_of(stream)));
+}
+
+void measure_amax(const device_input& x, const std::string& element,
+                  const bs::quantize_options& options, const device_array& amax_bits,
+                  std::uintptr_t stream) {
+  if (!is_dtype(amax_bits, nb::dlpack::dtype_code::UInt, 32) || amax_bits.size() != 1)
+    throw std::invalid_argument("amax_bits must be a uint32 CUDA array of one element");
+  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  auto* bits = static_cast<std::uint32_t*>(amax_bits.data());
+  nb::gil_scoped_release unlocked;
+  raise_if(device_measure_amax(in, bits, options, stream_of(stream)));
+}
+
+void dequantize(const std::string& format, const bs::quantized_shape& shape,
+                const device_input& elements, const device_input& scales,
+                const device_input& decode_scale, const device_array& out,
+                const std::string& element, bool padded, std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto q = storage_of<const std::uint8_t>(shape, elements, scales, decode_scale);
+  const auto o = matrix_of<void>(out, "out", element_of(out, element, "out"));
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.dequantize(q, o, padded, stream_of(stream)));
+}
+
+} // namespace
+
+NB_MODULE(_cuda, m) {
+  m.doc() = "blockscale's CUDA kernels (use the blockscale package, not this module directly)";
+  nb::class_<device_policy>(m, "DevicePolicy")
+      .def(nb::init<nb::handle, std::uintptr_t>(), nb::arg("policy"), nb::arg("stream"))
+      .def_prop_ro("format", &device_policy::format)
+      .def("read", &device_policy::read, nb::arg("into"), nb::arg("stream"))
+      .def_prop_ro(
+          "amax_bits",
+          [](nb::handle self) {
+            const auto& p = nb::cast<const device_policy&>(self);
+            int device = 0;
+            cudaGetDevice(&device);
+            return nb::ndarray<std::uint32_t, nb::shape<1>, nb::device::cuda>(
+                p.amax_bits(), {1}, self, {}, nb::dtype<std::uint32_t>(), nb::device::cuda::value,
+                device);
+          },
+          nb::rv_policy::reference_internal);
+  m.def("quantize_into", &quantize_into, nb::arg("x"), nb::arg("element"), nb::arg("format"),
+        nb::arg("shape"), nb::arg("elements"), nb::arg("scales"), nb::arg("decode_scale"),
+        nb::arg("options"), nb::arg("policy").none(), nb::arg("stream"));
+  m.def("policy_measure", &policy_measure, nb::arg("x"), nb::arg("element"), nb::arg("format"),
+        nb::arg("options"), nb::arg("policy"), nb::arg("stream"));
+  m.def("policy_apply", &policy_apply, nb::arg("format"), nb::arg("options"), nb::arg("policy"),
+        nb::arg("stream"));
+  m.def("quantize_applied", &quantize_applied, nb::arg("x"), nb::arg("element"), nb::arg("format"),
+        nb::arg("shape"), nb::arg("elements"), nb::arg("scales"), nb::arg("decode_scale"),
+        nb::arg("options"), nb::arg("policy"), nb::arg("stream"));
+  m.def("measure_amax", &measure_amax, nb::arg("x"), nb::arg("element"), nb::arg("options"),
+        nb::arg("amax_bits"), nb::arg("stream"));
+  m.def("dequantize", &dequantize, nb::arg("format"), nb::arg("shape"), nb::arg("elements"),
+        nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
+        nb::arg("padded"), nb::arg("stream"));
+  m.def("device_count", [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  });
+}

@@ -1,0 +1,195 @@
+"""The device path (marker `cuda`, ctest label cuda; skipped without a GPU and the CUDA extension):
+CUDA equals CPU byte for byte on random shapes, every preset format, the options and every recipe;
+device policies equal host policies step for step; streams are respected; a training step does not
+synchronise with the host."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+import blockscale as bs
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not bs.cuda_available(),
+                                 reason="needs a CUDA device and blockscale's CUDA extension")]
+
+OPTIONS = [
+    dict(),
+    dict(columnwise=True),
+    dict(shape="tile"),
+    dict(rounding="stochastic", seed=7, offset=3),
+    dict(columnwise=True, rounding="stochastic", seed=9, offset=1),
+    dict(hadamard=True),
+    dict(layout="tensor_core"),
+    dict(encode_scale=37.5),
+]
+SHAPES = [(1, 16), (7, 40), (130, 96), (64, 272)]
+
+
+def same_codes(a, b):
+    assert a.device != "cpu" and b.device == "cpu"
+    np.testing.assert_array_equal(a.elements.cpu().numpy(), b.elements)
+    np.testing.assert_array_equal(a.scales.cpu().numpy(), b.scales)
+    assert a.decode_scale_array.cpu().numpy().tobytes() == b.decode_scale_array.tobytes()
+
+
+@pytest.mark.parametrize("format", ["nvfp4", "mxfp4", "ue5m3_fp4", "mxfp8"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_quantize_equals_the_cpu(format, dtype):
+    g = torch.Generator().manual_seed(zlib.crc32(f"{format} {dtype}".encode()))
+    for rows, cols in SHAPES:
+        x = (torch.randn(rows, cols, generator=g) * torch.rand(rows, 1, generator=g) * 30)
+        x = x.to(getattr(torch, dtype))
+        for options in OPTIONS:
+            if format == "mxfp8" and ("rounding" in options or "hadamard" in options):
+                continue
+            if options.get("hadamard") and cols % 16:
+                continue
+            cpu = bs.quantize(x, format, **options)
+            gpu = bs.quantize(x.cuda(), format, **options)
+            same_codes(gpu, cpu)
+            assert gpu.to("cpu").dequantize().tobytes() == cpu.dequantize().tobytes()
+            for out in ("float32", "bfloat16"):
+                d = gpu.dequantize(out)
+                assert d.is_cuda and d.dtype == getattr(torch, out)
+                want = cpu.dequantize(out)
+                np.testing.assert_array_equal(d.cpu().view(torch.int16 if out == "bfloat16"
+                                                           else torch.int32).numpy(),
+                                              want.view(np.int16 if out == "bfloat16" else np.int32))
+            amax = bs.measure_amax(x.cuda(), format, **{k: v for k, v in options.items()
+                                                         if k in ("columnwise", "hadamard")})
+            assert float(amax) == bs.measure_amax(x, format, **{k: v for k, v in options.items()
+                                                                 if k in ("columnwise", "hadamard")})
+
+
+def test_moves_between_devices():
+    x = torch.randn(48, 64)
+    q = bs.quantize(x, "nvfp4", encode_scale=12.0)
+    g = q.to("cuda")
+    assert g.is_cuda and g.device.startswith("cuda") and g.to("cuda") is g
+    same_codes(g, q)
+    back = g.cpu()
+    np.testing.assert_array_equal(back.elements, q.elements)
+    assert torch.equal(g.dequantize(), torch.from_numpy(q.dequantize()).cuda())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: bs.CurrentTensorScale("nvfp4"),
+    lambda: bs.PeriodicTensorScale("ue5m3_fp4", interval=3, headroom=8),
+    lambda: bs.DelayedTensorScale("nvfp4", history=4),
+])
+def test_device_policies_follow_the_host(make):
+    host, device = make(), bs.device_policy(make())
+    g = torch.Generator().manual_seed(3)
+    for step in range(7):
+        x = torch.randn(40, 64, generator=g) * (10.0 ** (step % 4 - 1))
+        fmt = host.format
+        cpu = bs.quantize(x, fmt, policy=host)
+        gpu = bs.quantize(x.cuda(), fmt, policy=device)
+        same_codes(gpu, cpu)
+    back = device.read()
+    assert (back.calls, back.amax_measurements, back.encode_scale) == \
+        (host.calls, host.amax_measurements, host.encode_scale)
+
+
+def test_amax_hook_sees_the_measured_amax():
+    device = bs.device_policy(bs.CurrentTensorScale("nvfp4"))
+    seen = []
+    device.amax_hook = lambda t: (seen.append(t.clone()), t.mul_(2))  # as an all-reduce would
+    x = torch.randn(32, 64)
+    gpu = bs.quantize(x.cuda(), "nvfp4", policy=device)
+    assert float(seen[0].view(torch.float32)) == float(x.abs().max())
+    host = bs.CurrentTensorScale("nvfp4")  # the doubled bit pattern is a larger amax
+    assert float(gpu.decode_scale_array.cpu()) != float(bs.quantize(x, "nvfp4", policy=host)
+                                                        .decode_scale_array[0])
+
+
+def test_streams_are_respected():
+    """The launches go to the stream given (or torch's current one): behind a long sleep on that
+    stream, the input's copy lands before the quantizer reads it."""
+    src = torch.randn(512, 512)
+    want = bs.quantize(src, "nvfp4")
+    s = torch.cuda.Stream()
+    x = torch.zeros(512, 512, device="cuda")
+    pinned = src.pin_memory()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        x.copy_(pinned, non_blocking=True)
+        q = bs.quantize(x, "nvfp4")
+    s.synchronize()
+    same_codes(q, want)
+    torch.cuda._sleep(50_000_000)  # and an explicit stream= on the default stream
+    y = torch.zeros(512, 512, device="cuda")
+    y.copy_(pinned, non_blocking=True)
+    same_codes(bs.quantize(y, "nvfp4", stream=torch.cuda.current_stream()), want)
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "ue5m3_fp4", "mxfp4"])
+def test_recipe_linear_equals_the_cpu(name):
+    import blockscale.torch as bst
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    cpu = bst.Linear(96, 80, recipe=bst.recipe(name, interval=2), seed=4)
+    gpu = bst.Linear(96, 80, recipe=bst.recipe(name, interval=2), seed=4).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    for step in range(3):
+        x = torch.randn(33, 96) * (step + 1)
+        dy = torch.randn(33, 80)
+        # The quantized operands are equal bit for bit ...
+        for role, t in (("fprop_x", x), ("fprop_w", cpu.weight), ("dgrad_dy", dy),
+                        ("dgrad_w", cpu.weight), ("wgrad_dy", dy), ("wgrad_x", x)):
+            a = cpu.quantizers.ops[role](t, step, False)
+            b = gpu.quantizers.ops[role](t.cuda(), step, False)
+            assert torch.equal(a, b.cpu()), role
+        # ... and the layer's results agree up to the float GEMMs' summation order.
+        xc, xg = x.clone().requires_grad_(), x.cuda().requires_grad_()
+        cpu(xc).backward(dy)
+        gpu(xg).backward(dy.cuda())
+        torch.testing.assert_close(xg.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(gpu.weight.grad.cpu(), cpu.weight.grad, rtol=1e-4, atol=1e-3)
+        cpu.zero_grad(), gpu.zero_grad()
+    for a, b in zip(cpu.quantizers.policies(), gpu.quantizers.policies()):
+        assert (a.calls, a.amax_measurements, a.encode_scale) == \
+            (b.calls, b.amax_measurements, b.encode_scale)
+
+
+def test_a_training_step_does_not_wait_for_the_host():
+    import blockscale.torch as bst
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    bst.convert_model(model.cuda(), "ue5m3_fp4")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 64, device="cuda")
+
+    def step():
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()  # the first step copies the policies to the device (one synchronisation each)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def test_errors_on_the_device():
+    x = torch.randn(8, 32, device="cuda")
+    with pytest.raises(ValueError, match="host CurrentTensorScale"):
+        bs.quantize(x, "nvfp4", policy=bs.CurrentTensorScale("nvfp4"))
+    with pytest.raises(ValueError, match="NoTensorScale"):
+        bs.device_policy(bs.NoTensorScale())
+    with pytest.raises(ValueError, match="made for nvfp4"):
+        bs.quantize(x, "mxfp4", policy=bs.device_policy(bs.CurrentTensorScale("nvfp4")))
+    with pytest.raises(ValueError, match="int64"):
+        bs.quantize(torch.ones(8, 32, dtype=torch.int64, device="cuda"), "nvfp4")
+    cpu_out = bs.QuantizedTensor.empty("nvfp4", bs.options().quantized_shape(8, 32))
+    with pytest.raises(ValueError, match="out is not"):
+        bs.quantize_into(x, cpu_out)
