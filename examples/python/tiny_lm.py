@@ -19,13 +19,19 @@ Recipes:
     mxfp4           OCP MXFP4 (UE8M0 scales, blocks of 32, floor rule), no tensor scale,
                     stochastic rounding on dY, FP4 in every linear.
 
-The embeddings, norms, attention BMMs and output head stay in float32. The text is the Python
+The recipes are blockscale.torch's (the C++ presets), the linears blockscale.torch.Linear. The
+embeddings, norms, attention BMMs and output head stay in float32. The text is the Python
 standard library's own top-level .py sources, so the script needs nothing but torch, numpy and
 blockscale. Every recipe starts from the same weights and sees the same batches for a given seed.
 Validation runs the model as trained (its forward GEMMs quantized), with evaluation-only policies
 so that evaluation does not disturb the training policies' schedules or counts.
 
     python examples/python/tiny_lm.py --jobs 2 --out /tmp/lm_out
+    python examples/python/tiny_lm.py --device cuda --d-model 512 --layers 7 --heads 8 \
+        --context 256 --batch-size 32 --steps 2000 --eval-every 100 --seeds 1 --out /tmp/lm_gpu
+
+(the second: on a GPU, with the package's CUDA extension; the recipes' step time is then the
+overhead of software-emulated FP4 against the high-precision step)
 
 writes metrics.csv (recipe, seed, step, train_loss, val_loss), runs.csv (one row per training),
 val_loss.svg (mean validation loss per recipe) and summary.txt (the printed table).
@@ -42,185 +48,32 @@ import statistics
 import sysconfig
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-import blockscale as bs
+import blockscale.torch as bst
 
-Policy = Union[bs.NoTensorScale, bs.CurrentTensorScale, bs.PeriodicTensorScale]
-
-# The six GEMM operands of a linear layer and whether each is quantized columnwise (the result
-# then holds the transpose, with blocks running down the original tensor's columns).
-ROLES: dict[str, bool] = {
-    "fprop_x": False,
-    "fprop_w": False,
-    "dgrad_dy": False,
-    "dgrad_w": True,
-    "wgrad_dy": True,
-    "wgrad_x": True,
-}
 
 # --------------------------------------------------------------------------------------------
 # Recipes
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OperandSpec:
-    """How one GEMM operand is quantized (keyword arguments of blockscale.quantize)."""
-
-    format: str
-    shape: str = "rowwise"  # "rowwise" (1 x block) or "tile" (16 x 16)
-    rounding: str = "nearest_even"  # or "stochastic"
-    hadamard: bool = False
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """A training recipe: one OperandSpec per GEMM operand (None: high precision), the factory of
-    the tensor-scale policy every operand gets, and how many final blocks stay in float."""
-
-    name: str
-    operands: Optional[dict[str, OperandSpec]]
-    make_policy: Callable[[], Policy] = bs.NoTensorScale
-    float_last_blocks: int = 0
-
-
-def make_recipes(ue5m3_interval: int) -> dict[str, Recipe]:
-    """The four recipes compared by this script, by name."""
-    nv_x = OperandSpec("nvfp4")
-    nv_w = OperandSpec("nvfp4", shape="tile")
-    nv_dy = OperandSpec("nvfp4", rounding="stochastic")
-    ue = OperandSpec("ue5m3_fp4")
-    ue_dy = OperandSpec("ue5m3_fp4", rounding="stochastic")
-    mx = OperandSpec("mxfp4")  # the format's default scale rule: OCP floor
-    mx_dy = OperandSpec("mxfp4", rounding="stochastic")
+def make_recipes(ue5m3_interval: int) -> dict[str, bst.Recipe]:
+    """The four recipes compared by this script, by name: the library's presets (NVFP4 with its
+    last block in high precision), and MXFP4 with stochastic rounding added on dY."""
+    mx = bst.recipe("mxfp4")
+    mx_dy = replace(mx.dgrad_dy, rounding="stochastic")
     return {
-        "high_precision": Recipe("high_precision", None),
-        "nvfp4": Recipe(
-            "nvfp4",
-            dict(fprop_x=nv_x, fprop_w=nv_w, dgrad_dy=nv_dy, dgrad_w=nv_w,
-                 wgrad_dy=replace(nv_dy, hadamard=True), wgrad_x=replace(nv_x, hadamard=True)),
-            make_policy=lambda: bs.CurrentTensorScale("nvfp4"),
-            float_last_blocks=1,
-        ),
-        "ue5m3_fp4": Recipe(
-            "ue5m3_fp4",
-            dict(fprop_x=ue, fprop_w=ue, dgrad_dy=ue_dy, dgrad_w=ue, wgrad_dy=ue_dy, wgrad_x=ue),
-            make_policy=lambda: bs.PeriodicTensorScale(
-                "ue5m3_fp4", interval=ue5m3_interval, headroom=8),
-        ),
-        "mxfp4": Recipe(
-            "mxfp4",
-            dict(fprop_x=mx, fprop_w=mx, dgrad_dy=mx_dy, dgrad_w=mx, wgrad_dy=mx_dy, wgrad_x=mx),
-        ),
+        "high_precision": bst.recipe("high_precision"),
+        "nvfp4": bst.recipe("nvfp4", high_precision_last_layers=1),
+        "ue5m3_fp4": bst.recipe("ue5m3_fp4", interval=ue5m3_interval),
+        "mxfp4": replace(mx, dgrad_dy=mx_dy, wgrad_dy=mx_dy),
     }
-
-
-# --------------------------------------------------------------------------------------------
-# Fake-quantized linear layer
-# --------------------------------------------------------------------------------------------
-
-
-class OperandQuantizer:
-    """Quantizes and dequantizes one GEMM operand of one layer.
-
-    It owns the operand's tensor-scale policy, kept across steps, and a second policy of the same
-    kind for evaluation. Stochastic rounding draws from the Philox stream keyed by this operand's
-    seed, with the operand's training-call count as the offset, so every call gets fresh bits.
-    """
-
-    def __init__(self, spec: OperandSpec, columnwise: bool, make_policy: Callable[[], Policy],
-                 seed: int):
-        self.spec = spec
-        self.columnwise = columnwise
-        self.seed = seed
-        self.policy = make_policy()
-        self.eval_policy = make_policy()
-        self.calls = 0
-
-    def __call__(self, t: torch.Tensor, training: bool) -> torch.Tensor:
-        """float32 values of t quantized (of tᵀ when columnwise)."""
-        values = bs.fake_quantize(
-            t,
-            self.spec.format,
-            policy=self.policy if training else self.eval_policy,
-            shape=self.spec.shape,
-            columnwise=self.columnwise,
-            rounding=self.spec.rounding,
-            hadamard=self.spec.hadamard,
-            seed=self.seed,
-            offset=self.calls,
-        )
-        if training:
-            self.calls += 1
-        return torch.from_numpy(values)
-
-
-class LinearQuantizers:
-    """The six operand quantizers of one linear layer."""
-
-    def __init__(self, recipe: Recipe, seed: int):
-        assert recipe.operands is not None
-        self.ops = {
-            role: OperandQuantizer(recipe.operands[role], columnwise, recipe.make_policy, seed + i)
-            for i, (role, columnwise) in enumerate(ROLES.items())
-        }
-
-    def __call__(self, role: str, t: torch.Tensor, training: bool = True) -> torch.Tensor:
-        return self.ops[role](t, training)
-
-    def policies(self) -> list[Policy]:
-        return [op.policy for op in self.ops.values()]
-
-
-class FakeQuantGemms(torch.autograd.Function):
-    """Y = X Wᵀ with every operand of Fprop, Dgrad and Wgrad fake-quantized.
-
-    The columnwise operands are quantized from the original float tensors (X and W saved in
-    forward, dY in backward), never from a quantized copy.
-    """
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, q: LinearQuantizers,
-                training: bool) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.q = q
-        return q("fprop_x", x, training) @ q("fprop_w", weight, training).T
-
-    @staticmethod
-    def backward(ctx, dy: torch.Tensor):
-        x, weight = ctx.saved_tensors
-        q: LinearQuantizers = ctx.q
-        dy = dy.contiguous()
-        dx = q("dgrad_dy", dy) @ q("dgrad_w", weight).T  # [T, out] @ ([in, out] = Wᵀ)ᵀ
-        dw = q("wgrad_dy", dy) @ q("wgrad_x", x).T  # ([out, T] = dYᵀ) @ ([in, T] = Xᵀ)ᵀ
-        return dx, dw, None, None
-
-
-class QuantLinear(nn.Module):
-    """A bias-free linear layer whose GEMMs go through blockscale (float without quantizers)."""
-
-    def __init__(self, d_in: int, d_out: int, quantizers: Optional[LinearQuantizers], std: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(d_out, d_in) * std)
-        self.quantizers = quantizers
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.quantizers is None:
-            return F.linear(x, self.weight)
-        x2d = x.reshape(-1, x.shape[-1]).contiguous()
-        y = FakeQuantGemms.apply(x2d, self.weight, self.quantizers, self.training)
-        return y.reshape(*x.shape[:-1], -1)
-
-
-# --------------------------------------------------------------------------------------------
-# Model
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -235,7 +88,7 @@ class ModelConfig:
 class Block(nn.Module):
     """Pre-norm transformer block: causal self-attention and a 4x GELU MLP."""
 
-    def __init__(self, cfg: ModelConfig, make_linear: Callable[[int, int, float], QuantLinear]):
+    def __init__(self, cfg: ModelConfig, make_linear: Callable[[int, int, float], nn.Linear]):
         super().__init__()
         d, proj_std = cfg.d_model, 0.02 / math.sqrt(2 * cfg.layers)
         self.heads = cfg.heads
@@ -256,23 +109,24 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    """Decoder-only byte-level transformer; the linears of its blocks follow the recipe."""
+    """Decoder-only byte-level transformer; the linears of its blocks are blockscale.torch Linears
+    under the recipe (its last layers in high precision as the recipe says)."""
 
-    def __init__(self, cfg: ModelConfig, recipe: Recipe, seed: int):
+    def __init__(self, cfg: ModelConfig, recipe: bst.Recipe, seed: int):
         super().__init__()
-        self.quantizers: list[LinearQuantizers] = []
         blocks = []
+        count = 0
         for layer in range(cfg.layers):
-            float_layer = layer >= cfg.layers - recipe.float_last_blocks
-            quantized = recipe.operands is not None and not float_layer
+            high_precision = recipe.layer_in_high_precision(layer, cfg.layers)
 
-            def make_linear(d_in: int, d_out: int, std: float) -> QuantLinear:
-                q = None
-                if quantized:
-                    # Distinct Philox seeds for every (layer, linear, operand) of this run.
-                    q = LinearQuantizers(recipe, seed * 1_000_000 + len(self.quantizers) * 16)
-                    self.quantizers.append(q)
-                return QuantLinear(d_in, d_out, q, std)
+            def make_linear(d_in: int, d_out: int, std: float) -> nn.Linear:
+                nonlocal count
+                # Distinct Philox seeds for every (layer, linear) of this run.
+                linear = bst.Linear(d_in, d_out, bias=False, recipe=recipe,
+                                    seed=seed * 1_000_000 + count, high_precision=high_precision)
+                count += 1
+                nn.init.normal_(linear.weight, std=std)
+                return linear
 
             blocks.append(Block(cfg, make_linear))
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
@@ -285,14 +139,15 @@ class TinyLM(nn.Module):
         nn.init.normal_(self.head.weight, std=0.02)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
-    def policies(self) -> list[Policy]:
-        return [p for q in self.quantizers for p in q.policies()]
+    def policies(self) -> list:
+        """The training policies of every quantized linear (read back from the device)."""
+        return [p for q in bst.quantizers_of(self) for p in q.policies()]
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,6 +195,7 @@ class TrainConfig:
     max_bytes: int
     ue5m3_interval: int
     model: ModelConfig
+    device: str = "cpu"
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -354,7 +210,11 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 def train_one(job: tuple[str, int, TrainConfig]) -> dict:
     """Trains one (recipe, seed); returns its metrics, wall time and tensor-scale counts."""
     recipe_name, seed, cfg = job
-    torch.set_num_threads(1)
+    device = torch.device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs on the dequantized values
     recipe = make_recipes(cfg.ue5m3_interval)[recipe_name]
     m = cfg.model
 
@@ -364,12 +224,13 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
     # Fixed validation windows (independent of the seed) and a per-seed batch order shared by
     # every recipe.
     val_rng = np.random.default_rng(12345)
-    val_batches = [batch(val_data, window_starts(val_rng, val_data, cfg), m.context)
+    val_batches = [tuple(t.to(device) for t in batch(val_data, window_starts(val_rng, val_data, cfg),
+                                                     m.context))
                    for _ in range(cfg.eval_batches)]
     data_rng = np.random.default_rng(seed)
 
     torch.manual_seed(seed)  # the same initial weights for every recipe
-    model = TinyLM(m, recipe, seed)
+    model = TinyLM(m, recipe, seed).to(device)
     # Weight decay on the weight matrices only, not on embeddings and norms.
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -392,7 +253,8 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
     for step in range(cfg.steps):
         for group in opt.param_groups:
             group["lr"] = learning_rate(step, cfg)
-        x, y = batch(train_data, window_starts(data_rng, train_data, cfg), m.context)
+        x, y = (t.to(device) for t in batch(train_data, window_starts(data_rng, train_data, cfg),
+                                            m.context))
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -510,8 +372,10 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
         f"UE5M3 tensor-scale interval {cfg.ue5m3_interval}",
         "",
         f"{'recipe':<16}{'final val loss':>20}{'gap':>10}{'gap %':>9}{'amax passes':>13}"
-        f"{'quantize calls':>16}{'wall s/run':>12}{'CPU s/run':>11}",
+        f"{'quantize calls':>16}{'wall s/run':>12}{'CPU s/run':>11}{'ms/step':>9}{'× HP':>7}",
     ]
+    base_wall = (statistics.fmean(res["wall_s"] for res in runs["high_precision"])
+                 if runs.get("high_precision") else None)
     for r in recipes:
         mean, std = mean_std(list(final[r].values()))
         gap = gap_pct = "-"
@@ -522,8 +386,10 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
         calls = statistics.fmean(res["quantize_calls"] for res in runs[r])
         wall = statistics.fmean(res["wall_s"] for res in runs[r])
         cpu = statistics.fmean(res["cpu_s"] for res in runs[r])
+        ratio = f"{wall / base_wall:.2f}" if base_wall else "-"
         lines.append(f"{r:<16}{f'{mean:.4f} ± {std:.4f}':>20}{gap:>10}{gap_pct:>9}{amax:>13.0f}"
-                     f"{calls:>16.0f}{wall:>12.1f}{cpu:>11.1f}")
+                     f"{calls:>16.0f}{wall:>12.1f}{cpu:>11.1f}{1000 * wall / cfg.steps:>9.1f}"
+                     f"{ratio:>7}")
     lines += ["", "final validation loss per seed (gap to high precision with the same seed):"]
     for r in recipes:
         cells = []
@@ -534,7 +400,9 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
             cells.append(cell)
         lines.append(f"  {r:<16}" + ", ".join(cells))
     lines += ["",
-              "amax passes and quantize calls: per run, summed over all training policies",
+              "amax passes and quantize calls: per run, summed over all training policies; "
+              "ms/step and × HP: the wall time of a training step (with its validations) and its "
+              f"ratio to high precision's, on {cfg.device}",
               f"total wall time: {total_wall:.1f} s"]
     return "\n".join(lines)
 
@@ -559,7 +427,10 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--jobs", type=int, default=2,
-                        help="parallel training processes (one thread each)")
+                        help="parallel training processes (one thread each; 1 on a GPU)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, or cuda: the operands quantized by the device kernels, the "
+                             "GEMMs in torch's float32 matmul (needs the CUDA extension)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("tiny_lm_out"),
                         help="output folder")
     args = parser.parse_args()
@@ -570,7 +441,10 @@ def main() -> None:
         ue5m3_interval=args.ue5m3_interval,
         model=ModelConfig(context=args.context, d_model=args.d_model, heads=args.heads,
                           layers=args.layers),
+        device=args.device,
     )
+    if args.device != "cpu":
+        args.jobs = 1  # one process drives the GPU
     args.out.mkdir(parents=True, exist_ok=True)
     jobs = [(r, s, cfg) for s in args.seeds for r in args.recipes]
 

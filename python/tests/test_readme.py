@@ -4,6 +4,7 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -24,3 +25,20 @@ def test_readme_example(capsys):
     printed = capsys.readouterr().out
     sqnr = [float(v) for v in re.findall(r"SQNR ([0-9.]+) dB", printed)]
     assert len(sqnr) == 2 and all(17 < v < 22 for v in sqnr)  # FP4 on Gaussian data: ~19-20 dB
+
+
+def test_readme_torch_example(capsys):
+    torch = pytest.importorskip("torch")
+    import blockscale.torch as bst
+
+    text = README.read_text()
+    section = text[text.index("## Python") :]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[1]
+    assert len(code.strip().splitlines()) <= 11
+    scope = {}
+    exec(compile(code, str(README), "exec"), scope)
+    model = scope["model"]
+    assert isinstance(model[0], bst.Linear) and type(model[2]) is torch.nn.Linear
+    assert model[0].quantizers.step == 1 and model[0].weight.grad is not None
+    assert torch.isfinite(model[0].weight.grad).all() and torch.isfinite(model[2].weight.grad).all()
+    assert "recipe=UE5M3-FP4" in capsys.readouterr().out
