@@ -5,6 +5,7 @@
 #include <blockscale/blockscale.hpp>
 #include <blockscale/training/linear.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -94,6 +95,47 @@ TEST_CASE("MXFP4 recipe: OCP floor, block 32, no tensor scale", "[recipe]") {
   const recipe hp = recipes::high_precision();
   CHECK(!hp.fprop_x.quantized());
   CHECK(!hp.wgrad_dy.quantized());
+}
+
+TEST_CASE("presets by name: the functions' recipes, unknown names refused", "[recipe]") {
+  recipes::parameters p;
+  p.interval = 37;
+  p.high_precision_last_layers = 2;
+  const auto same = [](const recipe& a, const recipe& b) {
+    CHECK(a.name == b.name);
+    const operand_recipe* x[] = {&a.fprop_x, &a.fprop_w,  &a.dgrad_dy,
+                                 &a.dgrad_w, &a.wgrad_dy, &a.wgrad_x};
+    const operand_recipe* y[] = {&b.fprop_x, &b.fprop_w,  &b.dgrad_dy,
+                                 &b.dgrad_w, &b.wgrad_dy, &b.wgrad_x};
+    for (int i = 0; i < gemm_operand_count; ++i) {
+      CHECK(x[i]->format == y[i]->format);
+      CHECK(x[i]->shape == y[i]->shape);
+      CHECK(x[i]->rounding == y[i]->rounding);
+      CHECK(x[i]->hadamard == y[i]->hadamard);
+      CHECK(x[i]->rule.has_value() == y[i]->rule.has_value());
+      CHECK(x[i]->tensor_scale == y[i]->tensor_scale);
+    }
+    CHECK(a.high_precision_last_layers == b.high_precision_last_layers);
+  };
+  same(recipes::named("high_precision", p), recipes::high_precision());
+  same(recipes::named("nvfp4", p), recipes::nvfp4(2));
+  same(recipes::named("ue5m3_fp4", p), recipes::ue5m3(37));
+  same(recipes::named("mxfp4", p), recipes::mxfp4());
+  CHECK(recipes::named("ue5m3_fp4").fprop_x.tensor_scale.interval == 100);
+  CHECK_THROWS_WITH(recipes::named("fp3"),
+                    "unknown recipe 'fp3' (one of high_precision, nvfp4, ue5m3_fp4, mxfp4)");
+}
+
+TEST_CASE("operand seeds: distinct per operand and layer, the SplitMix64 rule", "[recipe]") {
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t layer = 0; layer < 64; ++layer)
+    for (int i = 0; i < gemm_operand_count; ++i)
+      seeds.push_back(operand_seed(layer, static_cast<gemm_operand>(i)));
+  std::sort(seeds.begin(), seeds.end());
+  CHECK(std::adjacent_find(seeds.begin(), seeds.end()) == seeds.end());
+  // SplitMix64's first output for state 0x9E3779B97F4A7C15 (layer 0, Fprop X): the published
+  // generator's first value from seed 0.
+  CHECK(operand_seed(0, gemm_operand::fprop_x) == 0xE220A8397B1DCDAFull);
 }
 
 TEST_CASE("high-precision gradients match finite differences", "[linear]") {
