@@ -61,7 +61,7 @@ def is_device_array(x: Any) -> bool:
     device = getattr(x, "__dlpack_device__", None)
     if device is not None:
         try:
-            return int(device()[0]) in (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+            return int(device()[0]) == 2  # kDLCUDA (what the extension takes)
         except Exception:  # noqa: BLE001 - a producer that cannot say is not a CUDA array
             return False
     return False

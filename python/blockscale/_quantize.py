@@ -173,6 +173,15 @@ def _quantize_on_device(t: Any, element: str, out: QuantizedTensor, opts: Any, p
     if policy is not None and not isinstance(policy, _device.DevicePolicy):
         raise ValueError(f"policy is a host {type(policy).__name__}; a CUDA x takes a policy whose "
                          f"state is on the device: blockscale.device_policy(policy)")
+    if policy is not None and _device.is_torch(t) and policy.device != t.device:
+        raise ValueError(f"policy lives on {policy.device} and x on {t.device}")
+    if policy is not None and policy.amax_hook is not None:
+        # The hook's path updates the policy before the quantization checks out: check it first.
+        want = opts.quantized_shape(t.shape[0], t.shape[1])
+        have = out.shape_info
+        fields = ("rows", "cols", "blocks", "layout", "columnwise", "hadamard")
+        if any(getattr(want, f) != getattr(have, f) for f in fields):
+            raise ValueError("out was made for another shape or other options than x's")
     arrays = (out.shape_info, out.elements, out.scales, out.decode_scale_array)
     with _device.on_device(t):
         if policy is None:
@@ -207,7 +216,7 @@ def measure_amax(x: Any, format: str, *, stream: Any = None, **kwargs: Any) -> A
         opts = options(format=format, **kwargs)
         check_block_format(format)
         t, element = _device.device_input(x)
-        bits = torch.zeros(1, dtype=torch.int32, device=t.device)
+        bits = _device.empty((1,), "int32", t).zero_()
         with _device.on_device(t):
             _device.cuda_module().measure_amax(t, element, opts, bits,
                                                _device.stream_handle(t, stream))

@@ -135,7 +135,14 @@ class QuantizedTensor:
         if device is not None and not (isinstance(device, str) and device == "cpu"):
             import torch
 
-            where = device.device if hasattr(device, "device") else torch.device(device)
+            from . import _device
+
+            if _device.is_torch(device):
+                where = device.device
+            elif _device.is_device_array(device):  # another producer: the current device
+                where = torch.device("cuda", torch.cuda.current_device())
+            else:
+                where = torch.device(device)
             elements = torch.zeros((rows, row_bytes), dtype=torch.uint8, device=where)
             scales = torch.zeros(scale_shape, dtype=torch.uint8, device=where)
             return cls(format, shape, elements, scales, torch.ones(1, dtype=torch.float32, device=where))
@@ -222,6 +229,8 @@ class QuantizedTensor:
                 return self
             parts = [t.cpu().numpy() for t in (self.elements, self.scales, self.decode_scale_array)]
         else:
+            if where.index is None:  # "cuda": the current device
+                where = torch.device("cuda", torch.cuda.current_device())
             if self.is_cuda and self.elements.device == where:
                 return self
             parts = [torch.as_tensor(a).to(where) for a in
@@ -408,9 +417,12 @@ def _dequantize_on_device(q: QuantizedTensor, dtype: Any, padded: bool, stream: 
     from . import _device
 
     names = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-    element = names.get(dtype, dtype) if not isinstance(dtype, str) else dtype
-    if element not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype!r}")
+    if isinstance(dtype, torch.dtype):
+        if dtype not in names:
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, not {dtype}")
+        element = names[dtype]
+    else:
+        element = _out_dtype(dtype)[1]  # a name, or a numpy / ml_dtypes dtype
     cuda = _device.cuda_module()
     cols = q.blocks_per_row * q.block_size if padded else q.shape_info.cols
     out = _device.empty((q.shape_info.rows, cols), element, q.elements)

@@ -248,7 +248,7 @@ class _QuantizedGemms(torch.autograd.Function):
         if training:
             q.step += 1
         ctx.save_for_backward(x, weight)
-        ctx.q, ctx.step, ctx.has_bias = q, step, bias is not None
+        ctx.q, ctx.step, ctx.training, ctx.has_bias = q, step, training, bias is not None
         a, b = q.ops["fprop_x"](x, step, training), q.ops["fprop_w"](weight, step, training)
         y = _matmul(a, b.T)
         if bias is not None:
@@ -258,10 +258,11 @@ class _QuantizedGemms(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
-        q, step = ctx.q, ctx.step
+        q, step, training = ctx.q, ctx.step, ctx.training
         dy = dy.contiguous()
-        dx = _matmul(q.ops["dgrad_dy"](dy, step, True), q.ops["dgrad_w"](weight, step, True).T)
-        dw = _matmul(q.ops["wgrad_dy"](dy, step, True), q.ops["wgrad_x"](x, step, True).T)
+        dx = _matmul(q.ops["dgrad_dy"](dy, step, training),
+                     q.ops["dgrad_w"](weight, step, training).T)
+        dw = _matmul(q.ops["wgrad_dy"](dy, step, training), q.ops["wgrad_x"](x, step, training).T)
         db = dy.sum(0) if ctx.has_bias else None
         return dx.to(x.dtype), dw.to(weight.dtype), db, None, None
 

@@ -255,8 +255,12 @@ void quantize_applied(const device_input& x, const std::string& element, const s
 void measure_amax(const device_input& x, const std::string& element,
                   const bs::quantize_options& options, const device_array& amax_bits,
                   std::uintptr_t stream) {
-  if (!is_dtype(amax_bits, nb::dlpack::dtype_code::UInt, 32) || amax_bits.size() != 1)
-    throw std::invalid_argument("amax_bits must be a uint32 CUDA array of one element");
+  // int32 or uint32: the kernel max-es the bit patterns of non-negative floats, which order the
+  // same either way (torch has no full uint32 support).
+  if (!(is_dtype(amax_bits, nb::dlpack::dtype_code::UInt, 32) ||
+        is_dtype(amax_bits, nb::dlpack::dtype_code::Int, 32)) ||
+      amax_bits.size() != 1)
+    throw std::invalid_argument("amax_bits must be an int32 or uint32 CUDA array of one element");
   const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
   auto* bits = static_cast<std::uint32_t*>(amax_bits.data());
   nb::gil_scoped_release unlocked;

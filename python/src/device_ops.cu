@@ -40,11 +40,19 @@ template <class Policy>
 class typed_policy_state final : public device_policy_state {
 public:
   typed_policy_state(const Policy& policy, cudaStream_t stream) : device_(policy, stream) {}
+  // The state is freed in the order of the stream it was made on, but kernels on other streams
+  // may still read it: wait for the device first (a policy is destroyed rarely).
+  ~typed_policy_state() override { cudaDeviceSynchronize(); }
   void* state() const noexcept override { return device_.state(); }
   std::uint32_t* amax_bits() const noexcept override { return device_.amax_bits(); }
   bs::cuda::status read(void* policy, bs::quantize_stats& last,
                         cudaStream_t stream) const override {
     typename bs::cuda::device_tensor_scale<Policy>::state_type host{};
+    // The last step may have run on any stream: wait for the device, then copy.
+    if (bs::cuda::status s =
+            bs::cuda::detail::cuda_status(cudaDeviceSynchronize(), "read: cudaDeviceSynchronize");
+        !s)
+      return s;
     if (bs::cuda::status s = device_.read(host, stream); !s)
       return s;
     if (bs::cuda::status s = bs::cuda::detail::cuda_status(cudaStreamSynchronize(stream),

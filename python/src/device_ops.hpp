@@ -19,9 +19,9 @@ namespace bs = blockscale;
 /// The device table of the preset named `name`, or null.
 const bs::cuda::device_format_ops* device_ops(std::string_view name);
 
-/// The device table of preset `Preset` (its index in preset_names: 1 for nvfp4, ...), each
-/// compiled in a translation unit of its own (device_preset.cuh) so that a parallel build
-/// compiles the formats side by side.
+/// The device table of preset `Preset` (its index in preset_names: 1 for nvfp4, ...), defined in
+/// device_preset.cuh and explicitly instantiated for one preset by each device_preset_<i>.cu, so
+/// that a parallel build compiles the formats side by side.
 template <int Preset>
 const bs::cuda::device_format_ops& preset_table();
 

@@ -33,13 +33,14 @@ using coverage = bs::cuda::device_table_coverage<
 
 } // namespace detail
 
-template <>
-const bs::cuda::device_format_ops& preset_table<BLOCKSCALE_PYTHON_PRESET>() {
-  using format = typename detail::nth<BLOCKSCALE_PYTHON_PRESET - 1, bs::preset_formats>::type;
+template <int Preset>
+const bs::cuda::device_format_ops& preset_table() {
+  using format = typename detail::nth<Preset - 1, bs::preset_formats>::type;
   static const bs::cuda::device_format_ops table =
-      bs::cuda::make_device_format_ops<format, detail::coverage>(
-          bs::preset_names[BLOCKSCALE_PYTHON_PRESET]);
+      bs::cuda::make_device_format_ops<format, detail::coverage>(bs::preset_names[Preset]);
   return table;
 }
+
+template const bs::cuda::device_format_ops& preset_table<BLOCKSCALE_PYTHON_PRESET>();
 
 } // namespace blockscale_python
