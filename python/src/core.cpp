@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "arrays.hpp"
 #include "blockscale/blockscale.hpp"
 
 namespace nb = nanobind;
@@ -28,6 +29,7 @@ namespace bs = blockscale;
 
 namespace {
 
+using namespace blockscale_python;
 using array = nb::ndarray<nb::device::cpu>;         // written (outputs)
 using input = nb::ndarray<nb::ro, nb::device::cpu>; // only read: read-only arrays welcome
 
@@ -89,38 +91,6 @@ using bs::type_tag;
 
 // ---- Arrays ------------------------------------------------------------------------------------
 
-template <class A>
-bool is_dtype(const A& a, nb::dlpack::dtype_code code, int bits) {
-  return a.dtype().code == static_cast<std::uint8_t>(code) && a.dtype().bits == bits &&
-         a.dtype().lanes == 1;
-}
-
-template <class A>
-std::string dtype_string(const A& a) {
-  static const char* const codes[] = {"int",    "uint",    "float", "opaque",
-                                      "bfloat", "complex", "bool"};
-  const unsigned code = a.dtype().code;
-  return std::string(code < 7 ? codes[code] : "unknown") + std::to_string(a.dtype().bits);
-}
-
-/// A 2-D array with unit column stride as an erased matrix of `type` (the row stride becomes ld).
-template <class Void, class A>
-bs::basic_any_matrix<Void> any_matrix_of(const A& a, const char* name, bs::element_type type) {
-  if (a.ndim() != 2)
-    throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
-                                std::to_string(a.ndim()) + "-D");
-  const std::size_t rows = a.shape(0), cols = a.shape(1);
-  if (rows == 0 || cols == 0)
-    return {nullptr, type, rows, cols, cols};
-  if (cols > 1 && a.stride(1) != 1)
-    throw std::invalid_argument(std::string(name) +
-                                " must have contiguous rows (unit stride along its last axis)");
-  if (rows > 1 && a.stride(0) < static_cast<std::int64_t>(cols))
-    throw std::invalid_argument(std::string(name) + " has overlapping rows");
-  const std::size_t ld = rows > 1 ? static_cast<std::size_t>(a.stride(0)) : cols;
-  return {a.data(), type, rows, cols, ld};
-}
-
 /// A 2-D float32 array as a matrix_view (the caller checked the dtype).
 template <class T, class A>
 bs::matrix_view<T> matrix_of(const A& a, const char* name) {
@@ -129,65 +99,12 @@ bs::matrix_view<T> matrix_of(const A& a, const char* name) {
   return bs::matrix_view<T>(static_cast<T*>(m.data), m.rows, m.cols, m.ld);
 }
 
-/// The bytes of a C-contiguous uint8 array, and how many.
-template <class A>
-auto bytes_of(const A& a, const char* name) {
-  using byte = std::conditional_t<std::is_same<A, input>::value, const std::uint8_t, std::uint8_t>;
-  if (!is_dtype(a, nb::dlpack::dtype_code::UInt, 8))
-    throw std::invalid_argument(std::string(name) + " must be uint8, not " + dtype_string(a));
-  if (a.size() == 0)
-    return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), 0};
-  std::size_t expect = 1;
-  for (std::size_t d = a.ndim(); d-- > 0;) {
-    if (a.shape(d) != 1 && a.stride(d) != static_cast<std::int64_t>(expect))
-      throw std::invalid_argument(std::string(name) + " must be C-contiguous");
-    expect *= a.shape(d);
-  }
-  return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), a.size()};
-}
-
-/// The element type of a matrix the caller names `element`: float32, float16, or bfloat16 (passed
-/// as 16-bit integers with element = "bfloat16", how numpy carries ml_dtypes' bfloat16).
-template <class A>
-bs::element_type element_of(const A& a, const std::string& element, const char* name) {
-  using code = nb::dlpack::dtype_code;
-  if (element == "float32" && is_dtype(a, code::Float, 32))
-    return bs::element_type::float32;
-  if (element == "float16" && is_dtype(a, code::Float, 16))
-    return bs::element_type::float16;
-  if (element == "bfloat16" &&
-      (is_dtype(a, code::Bfloat, 16) || is_dtype(a, code::UInt, 16) || is_dtype(a, code::Int, 16)))
-    return bs::element_type::bfloat16;
-  throw std::invalid_argument(std::string(name) + " must be float32, float16 or bfloat16, not " +
-                              dtype_string(a));
-}
-
 // ---- Quantized tensors -----------------------------------------------------------------------
-
-/// The arrays of a Python QuantizedTensor as erased storage (its table checks the sizes).
-template <class Byte, class A>
-bs::basic_any_quantized<Byte>
-storage_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
-           typename bs::basic_any_quantized<Byte>::decode_scale_type* decode_scale) {
-  const auto e = bytes_of(elements, "elements");
-  const auto s = bytes_of(scales, "scales");
-  return {shape, e.first, e.second, s.first, s.second, decode_scale};
-}
 
 float* decode_scale_of(const array& a) {
   if (!is_dtype(a, nb::dlpack::dtype_code::Float, 32) || a.size() != 1)
     throw std::invalid_argument("decode_scale must be a float32 array of one element");
   return static_cast<float*>(a.data());
-}
-
-nb::dict stats_dict(const bs::quantize_stats& stats) {
-  nb::dict d;
-  d["blocks"] = stats.blocks;
-  d["saturated_scales"] = stats.saturated_scales;
-  d["zero_scales"] = stats.zero_scales;
-  d["nan_scales"] = stats.nan_scales;
-  d["amax"] = stats.amax;
-  return d;
 }
 
 /// Calls f(policy&) with the tensor-scale policy `policy` holds, or f(nullptr) for None.

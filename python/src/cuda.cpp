@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "arrays.hpp"
 #include "device_ops.hpp"
 
 namespace nb = nanobind;
@@ -50,72 +51,11 @@ const bs::cuda::device_format_ops& ops_named(const std::string& format) {
 }
 
 template <class A>
-bool is_dtype(const A& a, nb::dlpack::dtype_code code, int bits) {
-  return a.dtype().code == static_cast<std::uint8_t>(code) && a.dtype().bits == bits &&
-         a.dtype().lanes == 1;
-}
-
-template <class A>
-bs::element_type element_of(const A& a, const std::string& element, const char* name) {
-  using code = nb::dlpack::dtype_code;
-  if (element == "float32" && is_dtype(a, code::Float, 32))
-    return bs::element_type::float32;
-  if (element == "float16" && is_dtype(a, code::Float, 16))
-    return bs::element_type::float16;
-  if (element == "bfloat16" &&
-      (is_dtype(a, code::Bfloat, 16) || is_dtype(a, code::UInt, 16) || is_dtype(a, code::Int, 16)))
-    return bs::element_type::bfloat16;
-  throw std::invalid_argument(std::string(name) + " must be float32, float16 or bfloat16 (as '" +
-                              element + "')");
-}
-
-/// A 2-D CUDA array with unit column stride as an erased matrix (the row stride becomes ld).
-template <class Void, class A>
-bs::basic_any_matrix<Void> matrix_of(const A& a, const char* name, bs::element_type type) {
-  if (a.ndim() != 2)
-    throw std::invalid_argument(std::string(name) + " must be 2-D, not " +
-                                std::to_string(a.ndim()) + "-D");
-  const std::size_t rows = a.shape(0), cols = a.shape(1);
-  if (rows == 0 || cols == 0)
-    return {nullptr, type, rows, cols, cols};
-  if (cols > 1 && a.stride(1) != 1)
-    throw std::invalid_argument(std::string(name) +
-                                " must have contiguous rows (unit stride along its last axis)");
-  if (rows > 1 && a.stride(0) < static_cast<std::int64_t>(cols))
-    throw std::invalid_argument(std::string(name) + " has overlapping rows");
-  const std::size_t ld = rows > 1 ? static_cast<std::size_t>(a.stride(0)) : cols;
-  return {a.data(), type, rows, cols, ld};
-}
-
-template <class A>
-auto bytes_of(const A& a, const char* name) {
-  using byte =
-      std::conditional_t<std::is_same<A, device_input>::value, const std::uint8_t, std::uint8_t>;
-  if (!is_dtype(a, nb::dlpack::dtype_code::UInt, 8))
-    throw std::invalid_argument(std::string(name) + " must be uint8");
-  std::size_t expect = 1;
-  for (std::size_t d = a.ndim(); d-- > 0;) {
-    if (a.shape(d) != 1 && a.stride(d) != static_cast<std::int64_t>(expect))
-      throw std::invalid_argument(std::string(name) + " must be C-contiguous");
-    expect *= a.shape(d);
-  }
-  return std::pair<byte*, std::size_t>{static_cast<byte*>(a.data()), a.size()};
-}
-
-template <class A>
 auto* decode_scale_of(const A& a) {
   if (!is_dtype(a, nb::dlpack::dtype_code::Float, 32) || a.size() != 1)
     throw std::invalid_argument("decode_scale must be a float32 CUDA array of one element");
   using value = std::conditional_t<std::is_same<A, device_input>::value, const float, float>;
   return static_cast<value*>(a.data());
-}
-
-template <class Byte, class A>
-bs::basic_any_quantized<Byte> storage_of(const bs::quantized_shape& shape, const A& elements,
-                                         const A& scales, const A& decode_scale) {
-  const auto e = bytes_of(elements, "elements");
-  const auto s = bytes_of(scales, "scales");
-  return {shape, e.first, e.second, s.first, s.second, decode_scale_of(decode_scale)};
 }
 
 // ---- Policies on the device ------------------------------------------------------------------
@@ -180,13 +120,7 @@ public:
       nb::gil_scoped_release unlocked;
       raise_if(state_->read(policy, last, stream_of(stream)));
     }
-    nb::dict d;
-    d["blocks"] = last.blocks;
-    d["saturated_scales"] = last.saturated_scales;
-    d["zero_scales"] = last.zero_scales;
-    d["nan_scales"] = last.nan_scales;
-    d["amax"] = last.amax;
-    return d;
+    return stats_dict(last);
   }
 
   std::uint32_t* amax_bits() const { return state_->amax_bits(); }
@@ -214,8 +148,8 @@ void quantize_into(const device_input& x, const std::string& element, const std:
                    const bs::quantize_options& options, const device_policy* policy,
                    std::uintptr_t stream) {
   const auto& ops = ops_named(format);
-  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
-  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale);
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
   const auto p = policy_of(policy, format);
   nb::gil_scoped_release unlocked;
   raise_if(ops.quantize_into(in, out, options, p, stream_of(stream), nullptr));
@@ -225,7 +159,7 @@ void policy_measure(const device_input& x, const std::string& element, const std
                     const bs::quantize_options& options, const device_policy& policy,
                     std::uintptr_t stream) {
   const auto& ops = ops_named(format);
-  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
   const auto p = policy_of(&policy, format);
   nb::gil_scoped_release unlocked;
   raise_if(ops.policy_measure(in, p, options, stream_of(stream)));
@@ -245,8 +179,8 @@ void quantize_applied(const device_input& x, const std::string& element, const s
                       const bs::quantize_options& options, const device_policy& policy,
                       std::uintptr_t stream) {
   const auto& ops = ops_named(format);
-  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
-  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale);
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto out = storage_of<std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
   const auto p = policy_of(&policy, format);
   nb::gil_scoped_release unlocked;
   raise_if(ops.quantize_applied(in, out, options, p, stream_of(stream)));
@@ -261,7 +195,7 @@ void measure_amax(const device_input& x, const std::string& element,
         is_dtype(amax_bits, nb::dlpack::dtype_code::Int, 32)) ||
       amax_bits.size() != 1)
     throw std::invalid_argument("amax_bits must be an int32 or uint32 CUDA array of one element");
-  const auto in = matrix_of<const void>(x, "x", element_of(x, element, "x"));
+  const auto in = any_matrix_of<const void>(x, "x", element_of(x, element, "x"));
   auto* bits = static_cast<std::uint32_t*>(amax_bits.data());
   nb::gil_scoped_release unlocked;
   raise_if(device_measure_amax(in, bits, options, stream_of(stream)));
@@ -272,8 +206,9 @@ void dequantize(const std::string& format, const bs::quantized_shape& shape,
                 const device_input& decode_scale, const device_array& out,
                 const std::string& element, bool padded, std::uintptr_t stream) {
   const auto& ops = ops_named(format);
-  const auto q = storage_of<const std::uint8_t>(shape, elements, scales, decode_scale);
-  const auto o = matrix_of<void>(out, "out", element_of(out, element, "out"));
+  const auto q =
+      storage_of<const std::uint8_t>(shape, elements, scales, decode_scale_of(decode_scale));
+  const auto o = any_matrix_of<void>(out, "out", element_of(out, element, "out"));
   nb::gil_scoped_release unlocked;
   raise_if(ops.dequantize(q, o, padded, stream_of(stream)));
 }
