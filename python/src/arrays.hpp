@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "blockscale/block/codec.hpp"
+#include "blockscale/block/tensor_scale.hpp"
 #include "blockscale/contract/erased.hpp"
 
 namespace blockscale_python {
@@ -98,6 +99,26 @@ storage_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
   const auto e = bytes_of(elements, "elements");
   const auto s = bytes_of(scales, "scales");
   return {shape, e.first, e.second, s.first, s.second, decode_scale};
+}
+
+/// The tensor-scale policy object `policy` holds (one of the four classes `_core` binds) as an
+/// erased policy pointing into it; std::invalid_argument for any other object.
+inline bs::any_policy any_policy_of(nb::handle policy) {
+  using kind = bs::any_policy::kind;
+  bs::no_tensor_scale* none = nullptr;
+  bs::current_tensor_scale* current = nullptr;
+  bs::periodic_tensor_scale* periodic = nullptr;
+  bs::delayed_tensor_scale* delayed = nullptr;
+  if (nb::try_cast(policy, none, false) && none)
+    return {kind::no_tensor_scale, none};
+  if (nb::try_cast(policy, current, false) && current)
+    return {kind::current, current};
+  if (nb::try_cast(policy, periodic, false) && periodic)
+    return {kind::periodic, periodic};
+  if (nb::try_cast(policy, delayed, false) && delayed)
+    return {kind::delayed, delayed};
+  throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
+                              "PeriodicTensorScale or DelayedTensorScale");
 }
 
 /// A quantization's counters as the dict Python sees.

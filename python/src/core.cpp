@@ -121,28 +121,13 @@ bs::any_policy policy_of(nb::handle policy, const std::string& format) {
   using kind = bs::any_policy::kind;
   if (policy.is_none())
     return {};
-  const auto checked = [&](kind k, void* p) {
-    const nb::object made_for = nb::getattr(policy, "format", nb::none());
-    if (k != kind::no_tensor_scale && nb::isinstance<nb::str>(made_for) &&
-        nb::cast<std::string>(made_for) != format)
-      throw std::invalid_argument("policy was made for " + nb::cast<std::string>(made_for) +
-                                  ", not " + format);
-    return bs::any_policy{k, p};
-  };
-  bs::no_tensor_scale* none = nullptr;
-  bs::current_tensor_scale* current = nullptr;
-  bs::periodic_tensor_scale* periodic = nullptr;
-  bs::delayed_tensor_scale* delayed = nullptr;
-  if (nb::try_cast(policy, none, false) && none)
-    return checked(kind::no_tensor_scale, none);
-  if (nb::try_cast(policy, current, false) && current)
-    return checked(kind::current, current);
-  if (nb::try_cast(policy, periodic, false) && periodic)
-    return checked(kind::periodic, periodic);
-  if (nb::try_cast(policy, delayed, false) && delayed)
-    return checked(kind::delayed, delayed);
-  throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
-                              "PeriodicTensorScale or DelayedTensorScale");
+  const bs::any_policy p = any_policy_of(policy);
+  const nb::object made_for = nb::getattr(policy, "format", nb::none());
+  if (p.type != kind::no_tensor_scale && nb::isinstance<nb::str>(made_for) &&
+      nb::cast<std::string>(made_for) != format)
+    throw std::invalid_argument("policy was made for " + nb::cast<std::string>(made_for) +
+                                ", not " + format);
+  return p;
 }
 
 nb::dict quantize_into(const input& x, const std::string& element, const std::string& format,

@@ -69,19 +69,9 @@ public:
   device_policy(nb::handle host, std::uintptr_t stream) {
     const nb::object format = nb::getattr(host, "format", nb::none());
     format_ = nb::isinstance<nb::str>(format) ? nb::cast<std::string>(format) : std::string();
-    const void* policy = nullptr;
-    if (bs::no_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
-      kind_ = kind::no_tensor_scale, policy = p;
-    else if (bs::current_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
-      kind_ = kind::current, policy = p;
-    else if (bs::periodic_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
-      kind_ = kind::periodic, policy = p;
-    else if (bs::delayed_tensor_scale* p = nullptr; nb::try_cast(host, p, false) && p)
-      kind_ = kind::delayed, policy = p;
-    else
-      throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
-                                  "PeriodicTensorScale or DelayedTensorScale");
-    state_ = make_device_policy(kind_, policy, stream_of(stream));
+    const bs::any_policy policy = any_policy_of(host);
+    kind_ = policy.type;
+    state_ = make_device_policy(kind_, policy.policy, stream_of(stream));
   }
 
   bs::cuda::any_device_policy erased() const { return {kind_, state_->state()}; }
@@ -91,30 +81,15 @@ public:
   /// Copies the device state into `host` (a policy object of the same class) and returns the last
   /// step's counters: waits for the stream.
   nb::dict read(nb::handle host, std::uintptr_t stream) const {
-    void* policy = nullptr;
-    const auto take = [&](auto* p) {
-      if (nb::try_cast(host, p, false) && p)
-        policy = p;
-    };
-    switch (kind_) {
-    case kind::no_tensor_scale:
-      take(static_cast<bs::no_tensor_scale*>(nullptr));
-      break;
-    case kind::current:
-      take(static_cast<bs::current_tensor_scale*>(nullptr));
-      break;
-    case kind::periodic:
-      take(static_cast<bs::periodic_tensor_scale*>(nullptr));
-      break;
-    case kind::delayed:
-      take(static_cast<bs::delayed_tensor_scale*>(nullptr));
-      break;
-    default:
-      break;
+    bs::any_policy into{};
+    try {
+      into = any_policy_of(host);
+    } catch (const std::invalid_argument&) {
     }
-    if (policy == nullptr)
+    if (into.type != kind_)
       throw std::invalid_argument(
           "read: into must be a policy of the class this one was made from");
+    void* policy = into.policy;
     bs::quantize_stats last;
     {
       nb::gil_scoped_release unlocked;
