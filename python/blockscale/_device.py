@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ._tensor import _is_torch as is_torch
+
 _cuda = None
 _cuda_error: Optional[BaseException] = None
 
@@ -48,8 +50,6 @@ def _torch():
     return torch
 
 
-def is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr") and hasattr(x, "dtype")
 
 
 def is_device_array(x: Any) -> bool:
@@ -70,10 +70,7 @@ def is_device_array(x: Any) -> bool:
 def stream_handle(x: Any, stream: Any) -> int:
     """The cudaStream_t to queue on, as an integer."""
     if stream is None:
-        if is_torch(x):
-            torch = _torch()
-            return int(torch.cuda.current_stream(x.device).cuda_stream)
-        return 0
+        return device_stream(x.device, None) if is_torch(x) else 0
     if isinstance(stream, int):
         return stream
     for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
@@ -81,6 +78,13 @@ def stream_handle(x: Any, stream: Any) -> int:
             return int(getattr(stream, attr))
     raise ValueError(f"stream must be a torch.cuda.Stream, a CuPy stream or a cudaStream_t as an "
                      f"integer, not {type(stream).__name__}")
+
+
+def device_stream(device: Any, stream: Any) -> int:
+    """The stream given, or torch's current stream on `device`, as an integer."""
+    if stream is None:
+        return int(_torch().cuda.current_stream(device).cuda_stream)
+    return stream_handle(None, stream)
 
 
 class on_device:
@@ -157,9 +161,7 @@ class DevicePolicy:
         self._host = policy
         self.amax_hook = None
         with torch.cuda.device(self.device):
-            handle = stream_handle(None, stream) if stream is not None else \
-                int(torch.cuda.current_stream(self.device).cuda_stream)
-            self._state = cuda_module().DevicePolicy(policy, handle)
+            self._state = cuda_module().DevicePolicy(policy, device_stream(self.device, stream))
             self.amax = torch.from_dlpack(self._state.amax_bits).view(torch.int32)
 
     def read(self, stream: Any = None) -> Any:
@@ -170,9 +172,7 @@ class DevicePolicy:
         torch = _torch()
         host = copy.copy(self._host)
         with torch.cuda.device(self.device):
-            handle = int(torch.cuda.current_stream(self.device).cuda_stream) if stream is None \
-                else stream_handle(None, stream)
-            stats = self._state.read(host, handle)
+            stats = self._state.read(host, device_stream(self.device, stream))
         host.last_stats = stats
         return host
 
