@@ -30,8 +30,9 @@ so that evaluation does not disturb the training policies' schedules or counts.
     python examples/python/tiny_lm.py --device cuda --d-model 512 --layers 7 --heads 8 \
         --context 256 --batch-size 32 --steps 2000 --eval-every 100 --seeds 1 --out /tmp/lm_gpu
 
-(the second: on a GPU, with the package's CUDA extension; the recipes' step time is then the
-overhead of software-emulated FP4 against the high-precision step)
+(the second: on a GPU, with the package's CUDA extension; the recipes' GEMMs then run on the
+device GEMM where it takes the operands, and `--gemm matmul` makes them software-emulated FP4:
+the step time against the high-precision step is the overhead of either)
 
 writes metrics.csv (recipe, seed, step, train_loss, val_loss), runs.csv (one row per training),
 val_loss.svg (mean validation loss per recipe) and summary.txt (the printed table).
@@ -112,7 +113,7 @@ class TinyLM(nn.Module):
     """Decoder-only byte-level transformer; the linears of its blocks are blockscale.torch Linears
     under the recipe (its last layers in high precision as the recipe says)."""
 
-    def __init__(self, cfg: ModelConfig, recipe: bst.Recipe, seed: int):
+    def __init__(self, cfg: ModelConfig, recipe: bst.Recipe, seed: int, gemm: str = "auto"):
         super().__init__()
         blocks = []
         count = 0
@@ -123,7 +124,8 @@ class TinyLM(nn.Module):
                 nonlocal count
                 # Distinct Philox seeds for every (layer, linear) of this run.
                 linear = bst.Linear(d_in, d_out, bias=False, recipe=recipe,
-                                    seed=seed * 1_000_000 + count, high_precision=high_precision)
+                                    seed=seed * 1_000_000 + count, high_precision=high_precision,
+                                    gemm=gemm)
                 count += 1
                 nn.init.normal_(linear.weight, std=std)
                 return linear
@@ -196,6 +198,7 @@ class TrainConfig:
     ue5m3_interval: int
     model: ModelConfig
     device: str = "cpu"
+    gemm: str = "auto"  # blockscale.torch's choice of GEMM for the quantized linears
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -230,7 +233,7 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
     data_rng = np.random.default_rng(seed)
 
     torch.manual_seed(seed)  # the same initial weights for every recipe
-    model = TinyLM(m, recipe, seed).to(device)
+    model = TinyLM(m, recipe, seed, cfg.gemm).to(device)
     # Weight decay on the weight matrices only, not on embeddings and norms.
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -402,7 +405,7 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
     lines += ["",
               "amax passes and quantize calls: per run, summed over all training policies; "
               "ms/step and × HP: the wall time of a training step (with its validations) and its "
-              f"ratio to high precision's, on {cfg.device}",
+              f"ratio to high precision's, on {cfg.device} (gemm={cfg.gemm})",
               f"total wall time: {total_wall:.1f} s"]
     return "\n".join(lines)
 
@@ -430,7 +433,11 @@ def main() -> None:
                         help="parallel training processes (one thread each; 1 on a GPU)")
     parser.add_argument("--device", default="cpu",
                         help="cpu, or cuda: the operands quantized by the device kernels, the "
-                             "GEMMs in torch's float32 matmul (needs the CUDA extension)")
+                             "GEMMs as --gemm says (needs the CUDA extension)")
+    parser.add_argument("--gemm", default="auto", choices=list(bst.GEMMS),
+                        help="the quantized GEMMs: auto (on cuda the device GEMM where it takes "
+                             "the operands, else torch's float32 matmul on the dequantized "
+                             "operands; on cpu always the latter), matmul, or device")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("tiny_lm_out"),
                         help="output folder")
     args = parser.parse_args()
@@ -442,6 +449,7 @@ def main() -> None:
         model=ModelConfig(context=args.context, d_model=args.d_model, heads=args.heads,
                           layers=args.layers),
         device=args.device,
+        gemm=args.gemm,
     )
     if args.device != "cpu":
         args.jobs = 1  # one process drives the GPU

@@ -19,7 +19,7 @@ QuantizedShape = _core.QuantizedShape
 ScaleRule = _core.ScaleRule
 default_rule = _core.default_rule
 from ._device import DevicePolicy, cuda_available, device_policy
-from ._gemm import gemm_reference
+from ._gemm import gemm, gemm_reference, gemm_takes
 from ._quantize import RULES, fake_quantize, measure_amax, options, quantize, quantize_into, scale_rule
 from ._scalar import ROUNDINGS, convert, decode
 from ._tensor import (BLOCK_FORMATS, SCALAR_FORMAT_TRAITS, SCALAR_FORMATS, QuantizedTensor,
@@ -34,7 +34,8 @@ __all__ = [
     "QuantizedTensor", "QuantizedShape", "ScaleRule",
     "NoTensorScale", "CurrentTensorScale", "PeriodicTensorScale", "DelayedTensorScale",
     "quantize", "quantize_into", "measure_amax", "fake_quantize", "dequantize", "options",
-    "scale_rule", "default_rule", "convert", "decode", "gemm_reference", "scale_offsets",
+    "scale_rule", "default_rule", "convert", "decode", "gemm", "gemm_reference", "gemm_takes",
+    "scale_offsets",
     "block_formats", "register_block_formats", "conventions", "simd",
     "DevicePolicy", "device_policy", "cuda_available",
 ]

@@ -1,4 +1,4 @@
-"""The exact reference GEMM."""
+"""The GEMMs: the exact reference on the host, and the device GEMM on CUDA operands."""
 
 from __future__ import annotations
 
@@ -48,4 +48,81 @@ def gemm_reference(a: Any, b: Any, *, alpha: float = 1.0, beta: float = 0.0,
     elif n > 1 and c.strides[1] != 4 or m > 1 and c.strides[0] < 4 * n:
         raise ValueError("c must have contiguous rows in order (unit stride along its last axis)")
     _core.gemm_reference(*ops[0], *ops[1], c, float(alpha), float(beta), int(threads))
+    return c
+
+
+# The output dtypes of the device GEMM (cuda/gemm.cuh: FP32 or BF16 out).
+_GEMM_OUTPUTS = ("float32", "bfloat16")
+
+
+def gemm_takes(a: Any, b: Any) -> bool:
+    """Whether `gemm` multiplies a and b: QuantizedTensors on one CUDA device, of one block format
+    with E2M1 elements (nvfp4, mxfp4, ue5m3_fp4), the same K, a multiple of the block size, and
+    the same Hadamard transform (on both with the same signs, or on neither)."""
+    return _gemm_refusal(a, b) is None
+
+
+def _gemm_refusal(a: Any, b: Any) -> Optional[str]:
+    """Why `gemm` refuses a and b, or None."""
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, QuantizedTensor):
+            return f"{name} must be a QuantizedTensor, not {type(x).__name__}"
+        if not x.is_cuda:
+            return (f"{name} is on the CPU: gemm runs the device GEMM on CUDA QuantizedTensors "
+                    f"(gemm_reference is the exact GEMM on the host)")
+    if a.elements.device != b.elements.device:
+        return f"a is on {a.device} and b on {b.device}"
+    if a.format != b.format:
+        return f"a is {a.format} and b {b.format}: the device GEMM takes one format for both"
+    if a.element_format != "e2m1":
+        return f"{a.format} has {a.element_format} elements: the device GEMM takes E2M1 formats only"
+    if a.shape[1] != b.shape[1]:
+        return f"a is {a.shape[0]} x {a.shape[1]} but b is {b.shape[0]} x {b.shape[1]}: both need the same K"
+    if a.shape[1] % a.block_size != 0:
+        return f"K = {a.shape[1]} is not a multiple of the block size {a.block_size}"
+    if a.hadamard != b.hadamard or a.hadamard and \
+            a.shape_info.hadamard_sign_mask != b.shape_info.hadamard_sign_mask:
+        return "a and b disagree on the Hadamard transform"
+    return None
+
+
+def gemm(a: QuantizedTensor, b: QuantizedTensor, *, alpha: float = 1.0, beta: float = 0.0,
+         c: Any = None, dtype: Any = "float32", stream: Any = None):
+    """C = alpha * A @ B.T + beta * C on a CUDA device: the block-scaled GEMM of cuda/gemm.cuh,
+    queued on `stream` (torch's current stream by default); nothing waits for it.
+
+    a (M x K) and b (N x K) are CUDA QuantizedTensors that `gemm_takes`. c, when given, is a
+    float32 or bfloat16 torch CUDA tensor of shape (M, N) with contiguous rows, updated in place
+    (beta == 0: not read); else a new tensor of `dtype` ("float32" or "bfloat16") is returned.
+    The device chooses the kernel: Hopper's warpgroup MMA where the extension was built for sm_90a,
+    the sm_120a block-scaled MMA for NVFP4 and MXFP4, else the BF16 MMA on dequantized operands.
+    The first call on a device asks it, once, which of them its code has (a synchronisation).
+    """
+    import torch
+
+    from . import _device
+
+    refusal = _gemm_refusal(a, b)
+    if refusal is not None:
+        raise ValueError(f"gemm: {refusal}")
+    m, n = a.shape[0], b.shape[0]
+    names = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+    if c is None:
+        element = names.get(dtype, dtype) if isinstance(dtype, torch.dtype) else dtype
+        if element not in _GEMM_OUTPUTS:
+            raise ValueError(f"gemm: dtype must be float32 or bfloat16, not {dtype!r}")
+        if beta != 0:
+            raise ValueError("gemm: beta is nonzero but no c was given to accumulate into")
+        c = _device.empty((m, n), element, a.elements)
+    else:
+        if not (_device.is_torch(c) and c.device == a.elements.device and c.dtype in names):
+            raise ValueError(f"gemm: c must be a float32 or bfloat16 torch tensor on {a.device}")
+        if tuple(c.shape) != (m, n):
+            raise ValueError(f"gemm: c must have shape {(m, n)}, not {tuple(c.shape)}")
+        element = names[c.dtype]
+    cuda = _device.cuda_module()
+    with _device.on_device(a.elements):
+        cuda.gemm(a.format, a.shape_info, a.elements, a.scales, a.decode_scale_array,
+                  b.shape_info, b.elements, b.scales, b.decode_scale_array, c, element,
+                  float(alpha), float(beta), _device.stream_handle(a.elements, stream))
     return c

@@ -3,10 +3,14 @@
 kernels (the same bits).
 
 Each of a linear layer's six GEMM operands (Fprop: X, W; Dgrad: dY, W; Wgrad: dY, X) is quantized
-and dequantized as the recipe says — block format, block shape, rounding (stochastic on the
-gradients), Hadamard transform, scale rule, tensor-scale policy — and the GEMMs run in float32 on
-the dequantized values (torch's matmul): the software emulation of an FP4 training step.
-Columnwise operands are quantized from the original tensors, never from a quantized copy.
+as the recipe says — block format, block shape, rounding (stochastic on the gradients), Hadamard
+transform, scale rule, tensor-scale policy. Each GEMM then runs on the quantized operands: on CUDA
+tensors by the device GEMM (`blockscale.gemm`) where it takes them (both operands of one E2M1
+format, K a multiple of the block size), else — and always on CPU tensors — in float32 on the
+dequantized values (torch's matmul: the software emulation of an FP4 training step). `gemm=`
+chooses: "auto" (that rule), "matmul" (always the emulation) or "device" (the device GEMM, or an
+error naming why not). Columnwise operands are quantized from the original tensors, never from a
+quantized copy.
 
     import blockscale.torch as bst
     model = bst.convert_model(model, bst.recipe("ue5m3_fp4"), high_precision=["lm_head"])
@@ -28,8 +32,9 @@ from torch import nn
 
 from . import _device
 from ._native import core as _core
-from ._quantize import RULES, fake_quantize
-from ._tensor import block_formats
+from ._gemm import _gemm_refusal, gemm
+from ._quantize import RULES, quantize
+from ._tensor import QuantizedTensor, block_formats
 
 # The six GEMM operands of a linear layer, in the C++ order (training/linear.hpp's gemm_operand),
 # and whether each is quantized columnwise (the result then holds the transpose).
@@ -38,6 +43,7 @@ COLUMNWISE = {"fprop_x": False, "fprop_w": False, "dgrad_dy": False,
               "dgrad_w": True, "wgrad_dy": True, "wgrad_x": True}
 RECIPES = tuple(_core.recipe_names())  # the presets' names
 POLICIES = ("none", "current", "periodic", "delayed")
+GEMMS = ("auto", "matmul", "device")  # how a quantized layer multiplies (the module's docstring)
 
 
 @dataclass(frozen=True)
@@ -196,19 +202,23 @@ class OperandQuantizer:
         p.amax_hook = self.amax_hook if training else None
         return p
 
-    def __call__(self, t: torch.Tensor, step: int, training: bool) -> torch.Tensor:
-        """float32 values of t quantized and dequantized (of tᵀ when columnwise), on t's device;
-        t itself (or tᵀ) for a high-precision operand."""
+    def quantize(self, t: torch.Tensor, step: int, training: bool) -> QuantizedTensor:
+        """t quantized (tᵀ when columnwise) on t's device: one step of the operand's policy."""
         if not self.spec.quantized:
-            return t.T if self.columnwise else t
+            raise ValueError(f"{self.role} is a high-precision operand of this recipe")
         kwargs = dict(shape=self.spec.shape, columnwise=self.columnwise,
                       rounding=self.spec.rounding, hadamard=self.spec.hadamard,
                       hadamard_signs=self.hadamard_sign_mask, seed=self.seed, offset=step)
         if self.spec.rule is not None:
             kwargs["rule"] = self.spec.rule
-        values = fake_quantize(t.detach(), self.spec.format,
-                               policy=self.policy(t, training), **kwargs)
-        return values if isinstance(values, torch.Tensor) else torch.from_numpy(values)
+        return quantize(t.detach(), self.spec.format, policy=self.policy(t, training), **kwargs)
+
+    def __call__(self, t: torch.Tensor, step: int, training: bool) -> torch.Tensor:
+        """float32 values of t quantized and dequantized (of tᵀ when columnwise), on t's device;
+        t itself (or tᵀ) for a high-precision operand."""
+        if not self.spec.quantized:
+            return t.T if self.columnwise else t
+        return _values(self.quantize(t, step, training))
 
     def state(self, training: bool = True) -> Any:
         """The host policy (for the device: read back, which waits for the device), or None."""
@@ -220,9 +230,12 @@ class OperandQuantizer:
 class LinearQuantizers:
     """The six operand quantizers of one linear layer and its training-step count."""
 
-    def __init__(self, r: Recipe, seed: int = 0):
+    def __init__(self, r: Recipe, seed: int = 0, gemm: str = "auto"):
+        if gemm not in GEMMS:
+            raise ValueError(f"gemm must be one of {', '.join(GEMMS)}, not {gemm!r}")
         self.recipe = r
         self.seed = seed
+        self.gemm = gemm
         self.step = 0
         self.ops = {role: OperandQuantizer(r.operand(role), role,
                                            _core.operand_seed(seed, i), r.hadamard_sign_mask)
@@ -249,8 +262,7 @@ class _QuantizedGemms(torch.autograd.Function):
             q.step += 1
         ctx.save_for_backward(x, weight)
         ctx.q, ctx.step, ctx.training, ctx.has_bias = q, step, training, bias is not None
-        a, b = q.ops["fprop_x"](x, step, training), q.ops["fprop_w"](weight, step, training)
-        y = _matmul(a, b.T)
+        y = _product(q, ("fprop_x", x), ("fprop_w", weight), step, training)
         if bias is not None:
             y = y + bias.to(y.dtype)
         return y.to(x.dtype)
@@ -260,11 +272,35 @@ class _QuantizedGemms(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         q, step, training = ctx.q, ctx.step, ctx.training
         dy = dy.contiguous()
-        dx = _matmul(q.ops["dgrad_dy"](dy, step, training),
-                     q.ops["dgrad_w"](weight, step, training).T)
-        dw = _matmul(q.ops["wgrad_dy"](dy, step, training), q.ops["wgrad_x"](x, step, training).T)
+        dx = _product(q, ("dgrad_dy", dy), ("dgrad_w", weight), step, training)
+        dw = _product(q, ("wgrad_dy", dy), ("wgrad_x", x), step, training)
         db = dy.sum(0) if ctx.has_bias else None
         return dx.to(x.dtype), dw.to(weight.dtype), db, None, None
+
+
+def _values(q: QuantizedTensor) -> torch.Tensor:
+    """The float32 values of a quantized operand, as a torch tensor on its device."""
+    values = q.dequantize("float32")
+    return values if isinstance(values, torch.Tensor) else torch.from_numpy(values)
+
+
+def _product(q: LinearQuantizers, a: tuple, b: tuple, step: int, training: bool) -> torch.Tensor:
+    """A · Bᵀ of one GEMM, with A and B the operands (role, tensor) as the recipe quantizes them
+    (the transposes for columnwise roles): the device GEMM or torch's matmul, as q.gemm says."""
+    (role_a, ta), (role_b, tb) = a, b
+    op_a, op_b = q.ops[role_a], q.ops[role_b]
+    if q.gemm == "matmul" or not (op_a.spec.quantized and op_b.spec.quantized):
+        if q.gemm == "device":
+            raise ValueError(f"gemm='device': {role_a} or {role_b} is a high-precision operand "
+                             f"of this recipe")
+        return _matmul(op_a(ta, step, training), op_b(tb, step, training).T)
+    qa, qb = op_a.quantize(ta, step, training), op_b.quantize(tb, step, training)
+    refusal = _gemm_refusal(qa, qb)
+    if refusal is None:
+        return gemm(qa, qb)
+    if q.gemm == "device":
+        raise ValueError(f"gemm='device': the device GEMM refuses {role_a} x {role_b}: {refusal}")
+    return _matmul(_values(qa), _values(qb).T)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -289,19 +325,20 @@ def quantized_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
 
 class Linear(nn.Linear):
     """torch.nn.Linear whose GEMMs follow a training recipe (a preset name or a Recipe).
-    `high_precision=True` (or a recipe without quantized operands) runs it as nn.Linear."""
+    `high_precision=True` (or a recipe without quantized operands) runs it as nn.Linear; `gemm`
+    says how the quantized operands are multiplied ("auto", "matmul", "device": see the module)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
                  dtype: Any = None, *, recipe: Union[str, Recipe] = "ue5m3_fp4", seed: int = 0,
-                 high_precision: bool = False):
+                 high_precision: bool = False, gemm: str = "auto"):
         super().__init__(in_features, out_features, bias, device, dtype)
         self.recipe = _as_recipe(recipe)
         self.high_precision = bool(high_precision) or not self.recipe.quantized
-        self.quantizers = LinearQuantizers(self.recipe, seed)
+        self.quantizers = LinearQuantizers(self.recipe, seed, gemm)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, recipe: Union[str, Recipe], *, seed: int = 0,
-                    high_precision: bool = False) -> "Linear":
+                    high_precision: bool = False, gemm: str = "auto") -> "Linear":
         """A Linear sharing `linear`'s parameters (not copies)."""
         new = cls.__new__(cls)
         nn.Module.__init__(new)
@@ -309,7 +346,7 @@ class Linear(nn.Linear):
         new.weight, new.bias = linear.weight, linear.bias
         new.recipe = _as_recipe(recipe)
         new.high_precision = bool(high_precision) or not new.recipe.quantized
-        new.quantizers = LinearQuantizers(new.recipe, seed)
+        new.quantizers = LinearQuantizers(new.recipe, seed, gemm)
         new.train(linear.training)
         return new
 
@@ -319,8 +356,9 @@ class Linear(nn.Linear):
         return quantized_linear(x, self.weight, self.bias, self.quantizers, self.training)
 
     def extra_repr(self) -> str:
-        mode = "high precision" if self.high_precision else self.recipe.name
-        return f"{super().extra_repr()}, recipe={mode}"
+        if self.high_precision:
+            return f"{super().extra_repr()}, recipe=high precision"
+        return f"{super().extra_repr()}, recipe={self.recipe.name}, gemm={self.quantizers.gemm}"
 
 
 _LAYER_INDEX = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
@@ -328,13 +366,17 @@ _LAYER_INDEX = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
 
 def convert_model(model: nn.Module, recipe: Union[str, Recipe], *,
                   high_precision: Iterable[str] = (), seed: int = 0,
-                  amax_hook: Optional[Callable[[torch.Tensor], Any]] = None) -> nn.Module:
+                  amax_hook: Optional[Callable[[torch.Tensor], Any]] = None,
+                  gemm: str = "auto") -> nn.Module:
     """Replaces every torch.nn.Linear of `model` (in place; returned) by a Linear under `recipe`
     sharing its parameters. Those whose qualified names match a pattern of `high_precision`
     (fnmatch: "lm_head", "*.gate") stay nn.Linear, and so do the recipe's first / last layers,
     where a module's layer is the first integer of its name ("layers.3.mlp.up" is layer 3) and
-    the count is the largest such integer plus one. Each converted Linear gets its own seed."""
+    the count is the largest such integer plus one. Each converted Linear gets its own seed;
+    `gemm` is every converted Linear's (see the module)."""
     r = _as_recipe(recipe)
+    if gemm not in GEMMS:
+        raise ValueError(f"gemm must be one of {', '.join(GEMMS)}, not {gemm!r}")
     patterns = [high_precision] if isinstance(high_precision, str) else list(high_precision)
     linears = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear]
     layers = {}
@@ -348,7 +390,7 @@ def convert_model(model: nn.Module, recipe: Union[str, Recipe], *,
         layer = layers[name]
         if layer is not None and r.layer_in_high_precision(layer, count):
             continue
-        new = Linear.from_linear(module, r, seed=((seed << 20) + index) & (2**64 - 1))
+        new = Linear.from_linear(module, r, seed=((seed << 20) + index) & (2**64 - 1), gemm=gemm)
         if amax_hook is not None:
             new.quantizers.set_amax_hook(amax_hook)
         parent_name, _, child = name.rpartition(".")
@@ -361,6 +403,6 @@ def quantizers_of(model: nn.Module) -> list[LinearQuantizers]:
     return [m.quantizers for m in model.modules() if isinstance(m, Linear) and not m.high_precision]
 
 
-__all__ = ["ROLES", "COLUMNWISE", "RECIPES", "POLICIES", "TensorScale", "OperandRecipe", "Recipe",
+__all__ = ["ROLES", "COLUMNWISE", "RECIPES", "POLICIES", "GEMMS", "TensorScale", "OperandRecipe", "Recipe",
            "recipe", "OperandQuantizer", "LinearQuantizers", "quantized_linear", "Linear",
            "convert_model", "quantizers_of"]

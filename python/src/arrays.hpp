@@ -91,13 +91,15 @@ bs::element_type element_of(const A& a, const std::string& element, const char* 
                               dtype_string(a));
 }
 
-/// The arrays of a Python QuantizedTensor as erased storage (its table checks the sizes).
+/// The arrays of a Python QuantizedTensor as erased storage (its table checks the sizes); errors
+/// name them `prefix` + "elements" and + "scales" (a GEMM's "a." and "b.").
 template <class Byte, class A>
 bs::basic_any_quantized<Byte>
 storage_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
-           typename bs::basic_any_quantized<Byte>::decode_scale_type* decode_scale) {
-  const auto e = bytes_of(elements, "elements");
-  const auto s = bytes_of(scales, "scales");
+           typename bs::basic_any_quantized<Byte>::decode_scale_type* decode_scale,
+           const std::string& prefix = "") {
+  const auto e = bytes_of(elements, (prefix + "elements").c_str());
+  const auto s = bytes_of(scales, (prefix + "scales").c_str());
   return {shape, e.first, e.second, s.first, s.second, decode_scale};
 }
 

@@ -3,8 +3,9 @@
 // stream the caller names. The kernels are device_ops.cu's; this file maps Python arguments to the
 // erased matrices and storage of cuda/format_ops.hpp and a status that is not ok to an exception
 // (ValueError for a bad argument, RuntimeError for a CUDA error). Nothing here synchronises but
-// the policies' construction and read(). It shares the host extension's types (QuantizedShape,
-// QuantizeOptions, the policies): import blockscale first.
+// the policies' construction and read(), and the device GEMM's first call on each device (which
+// asks the device which MMA its code has, once). It shares the host extension's types
+// (QuantizedShape, QuantizeOptions, the policies): import blockscale first.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -188,6 +189,22 @@ void dequantize(const std::string& format, const bs::quantized_shape& shape,
   raise_if(ops.dequantize(q, o, padded, stream_of(stream)));
 }
 
+void gemm(const std::string& format, const bs::quantized_shape& shape_a,
+          const device_input& elements_a, const device_input& scales_a,
+          const device_input& decode_a, const bs::quantized_shape& shape_b,
+          const device_input& elements_b, const device_input& scales_b,
+          const device_input& decode_b, const device_array& c, const std::string& element,
+          float alpha, float beta, std::uintptr_t stream) {
+  const auto& ops = ops_named(format);
+  const auto a = storage_of<const std::uint8_t>(shape_a, elements_a, scales_a,
+                                                decode_scale_of(decode_a), "a.");
+  const auto b = storage_of<const std::uint8_t>(shape_b, elements_b, scales_b,
+                                                decode_scale_of(decode_b), "b.");
+  const auto out = any_matrix_of<void>(c, "c", element_of(c, element, "c"));
+  nb::gil_scoped_release unlocked;
+  raise_if(ops.gemm(a, b, out, alpha, beta, stream_of(stream)));
+}
+
 } // namespace
 
 NB_MODULE(_cuda, m) {
@@ -222,6 +239,10 @@ NB_MODULE(_cuda, m) {
   m.def("dequantize", &dequantize, nb::arg("format"), nb::arg("shape"), nb::arg("elements"),
         nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
         nb::arg("padded"), nb::arg("stream"));
+  m.def("gemm", &gemm, nb::arg("format"), nb::arg("shape_a"), nb::arg("elements_a"),
+        nb::arg("scales_a"), nb::arg("decode_a"), nb::arg("shape_b"), nb::arg("elements_b"),
+        nb::arg("scales_b"), nb::arg("decode_b"), nb::arg("c"), nb::arg("element"),
+        nb::arg("alpha"), nb::arg("beta"), nb::arg("stream"));
   m.def("device_count", [] {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;

@@ -1,6 +1,7 @@
 """The device path (marker `cuda`, ctest label cuda; skipped without a GPU and the CUDA extension):
 CUDA equals CPU byte for byte on random shapes, every preset format, the options and every recipe;
-device policies equal host policies step for step; streams are respected; a training step does not
+device policies equal host policies step for step; the device GEMM agrees with the exact reference
+within its error bound on every kernel it chooses; streams are respected; a training step does not
 synchronise with the host."""
 
 import zlib
@@ -136,13 +137,136 @@ def test_streams_are_respected():
     same_codes(bs.quantize(y, "nvfp4", stream=torch.cuda.current_stream()), want)
 
 
+def gemm_bound(a, b, alpha, beta, c, out):
+    """The device GEMM's error bound against the exact reference (tests/unit/test_cuda_gemm.cu):
+    (11 K/16 + 2) 2^-23 |alpha| sum_k |a_k b_k| + 2 ulp(out) (|reference| + |beta c|), with a_k, b_k
+    the dequantized operands."""
+    da = a.cpu().dequantize().astype(np.float64)
+    db = b.cpu().dequantize().astype(np.float64)
+    k = da.shape[1]
+    ref = bs.gemm_reference(a.cpu(), b.cpu(), alpha=alpha, beta=beta,
+                            c=None if c is None else c.copy()).astype(np.float64)
+    unit = 2.0**-23 if out == "float32" else 2.0**-7  # ulp(x) <= unit |x|
+    bound = (11 * k / 16 + 2) * 2.0**-23 * abs(alpha) * (np.abs(da) @ np.abs(db).T)
+    bound += 2 * unit * (np.abs(ref) + (0 if c is None else np.abs(beta * c.astype(np.float64))))
+    return ref, bound + np.finfo(np.float32).tiny
+
+
+# M on both sides of 16 and 64 (the warpgroup shapes; the BF16 MMA's small and large tiles where
+# the extension has no sm_90a code), K with rows of 16-byte multiples (TMA) and without.
+GEMM_SHAPES = [(1, 70, 64), (16, 129, 384), (40, 96, 160), (64, 33, 256), (65, 200, 96),
+               (200, 130, 448)]
+
+
+@pytest.mark.parametrize("format", ["nvfp4", "mxfp4", "ue5m3_fp4"])
+@pytest.mark.parametrize("layout", ["row_major", "tensor_core"])
+def test_gemm_agrees_with_the_reference(format, layout):
+    g = torch.Generator().manual_seed(zlib.crc32(f"gemm {format} {layout}".encode()))
+    for m, n, k in GEMM_SHAPES + ([(37, 50, 48)] if format != "mxfp4" else []):
+        x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g) * 8
+        w = torch.randn(n, k, generator=g) * 0.1
+        a = bs.quantize(x.cuda(), format, layout=layout, encode_scale=3.0)
+        b = bs.quantize(w.cuda(), format, layout=layout, shape="tile", encode_scale=20.0)
+        assert bs.gemm_takes(a, b)
+        for out in ("float32", "bfloat16"):
+            got = bs.gemm(a, b, dtype=out)
+            assert got.is_cuda and got.dtype == getattr(torch, out) and got.shape == (m, n)
+            ref, bound = gemm_bound(a, b, 1.0, 0.0, None, out)
+            err = np.abs(got.float().cpu().numpy().astype(np.float64) - ref)
+            assert (err <= bound).all(), (m, n, k, out, float((err - bound).max()))
+        # alpha, beta and a C to accumulate into (beta == 0 with NaN in C: C is not read)
+        for alpha, beta in ((0.5, 0.0), (-2.0, 1.5)):
+            c0 = torch.randn(m, n, generator=g) if beta else torch.full((m, n), float("nan"))
+            c = c0.cuda()
+            assert bs.gemm(a, b, alpha=alpha, beta=beta, c=c) is c
+            ref, bound = gemm_bound(a, b, alpha, beta, c0.numpy(), "float32")
+            err = np.abs(c.cpu().numpy().astype(np.float64) - ref)
+            assert (err <= bound).all(), (m, n, k, alpha, beta)
+
+
+def test_gemm_respects_the_stream():
+    x, w = torch.randn(96, 256), torch.randn(128, 256)
+    a, b = bs.quantize(x, "nvfp4"), bs.quantize(w, "nvfp4")
+    want, bound = gemm_bound(a, b, 1.0, 0.0, None, "float32")
+    s = torch.cuda.Stream()
+    da = bs.QuantizedTensor.empty("nvfp4", a.shape_info, device="cuda")
+    pinned = torch.from_numpy(a.elements).pin_memory()
+    db = b.cuda()
+    da.scales.copy_(torch.from_numpy(a.scales))
+    da.decode_scale_array.copy_(torch.from_numpy(a.decode_scale_array))
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        da.elements.copy_(pinned, non_blocking=True)
+        c = bs.gemm(da, db)
+    s.synchronize()
+    assert (np.abs(c.cpu().numpy() - want) <= bound).all()
+
+
+def test_gemm_errors():
+    x = torch.randn(8, 64, device="cuda")
+    nv, mx = bs.quantize(x, "nvfp4"), bs.quantize(x, "mxfp4")
+    cases = [
+        ((nv.cpu(), nv), {}, "a is on the CPU"),
+        ((nv, mx), {}, "a is nvfp4 and b mxfp4"),
+        ((bs.quantize(x, "mxfp8"), bs.quantize(x, "mxfp8")), {}, "E2M1 formats only"),
+        ((nv, bs.quantize(torch.randn(8, 32, device="cuda"), "nvfp4")), {}, "the same K"),
+        ((bs.quantize(x[:, :40], "nvfp4"),) * 2, {}, "not a multiple of the block size 16"),
+        ((nv, bs.quantize(x, "nvfp4", hadamard=True)), {}, "Hadamard"),
+        ((nv, nv), dict(dtype="float16"), "dtype must be float32 or bfloat16"),
+        ((nv, nv), dict(beta=1.0), "no c was given"),
+        ((nv, nv), dict(c=torch.zeros(8, 8)), "torch tensor on cuda"),
+        ((nv, nv), dict(c=torch.zeros(8, 9, device="cuda")), r"shape \(8, 8\)"),
+        ((nv, nv), dict(c=torch.zeros(8, 8, device="cuda", dtype=torch.float16)), "float32 or"),
+        ((nv, nv), dict(c=torch.zeros(8, 16, device="cuda")[:, ::2]), "contiguous rows"),
+    ]
+    for (a, b), kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            bs.gemm(a, b, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["nvfp4", "ue5m3_fp4", "mxfp4"])
+def test_recipe_linear_on_the_device_gemm(name):
+    """The device GEMM and the emulation multiply the same quantized operands: their results agree
+    up to the float sums, and the layer's state (steps, policies) is the same."""
+    import blockscale.torch as bst
+
+    torch.manual_seed(1)
+    r = bst.recipe(name, interval=2)
+    device = bst.Linear(128, 96, recipe=r, seed=5, gemm="device").cuda()
+    emulated = bst.Linear(128, 96, recipe=r, seed=5, gemm="matmul").cuda()
+    emulated.load_state_dict(device.state_dict())
+    for step in range(3):
+        x = torch.randn(64, 128, device="cuda") * (step + 1)
+        dy = torch.randn(64, 96, device="cuda")
+        xd, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+        yd, ye = device(xd), emulated(xe)
+        torch.testing.assert_close(yd, ye, rtol=1e-4, atol=1e-4 * float(ye.abs().max()))
+        yd.backward(dy), ye.backward(dy)
+        torch.testing.assert_close(xd.grad, xe.grad, rtol=1e-4,
+                                   atol=1e-4 * float(xe.grad.abs().max()))
+        torch.testing.assert_close(device.weight.grad, emulated.weight.grad, rtol=1e-4,
+                                   atol=1e-4 * float(emulated.weight.grad.abs().max()))
+        device.zero_grad(), emulated.zero_grad()
+    for a, b in zip(device.quantizers.policies(), emulated.quantizers.policies()):
+        assert (a.calls, a.amax_measurements, a.encode_scale) == \
+            (b.calls, b.amax_measurements, b.encode_scale)
+    # 33 tokens: Wgrad's K is not a multiple of the block size, so "device" refuses and "auto"
+    # takes the emulation for that GEMM alone.
+    x = torch.randn(33, 128, device="cuda", requires_grad=True)
+    with pytest.raises(ValueError, match="wgrad_dy x wgrad_x"):
+        device(x).sum().backward()
+    device.quantizers.gemm = "auto"
+    device(x).sum().backward()
+
+
 @pytest.mark.parametrize("name", ["nvfp4", "ue5m3_fp4", "mxfp4"])
 def test_recipe_linear_equals_the_cpu(name):
     import blockscale.torch as bst
 
     torch.manual_seed(0)  # float32 matmuls (torch's default precision "highest")
     cpu = bst.Linear(96, 80, recipe=bst.recipe(name, interval=2), seed=4)
-    gpu = bst.Linear(96, 80, recipe=bst.recipe(name, interval=2), seed=4).cuda()
+    gpu = bst.Linear(96, 80, recipe=bst.recipe(name, interval=2), seed=4, gemm="matmul").cuda()
     gpu.load_state_dict(cpu.state_dict())
     for step in range(3):
         x = torch.randn(33, 96) * (step + 1)
@@ -179,13 +303,24 @@ def test_a_training_step_does_not_wait_for_the_host():
         loss.backward()
         opt.step()
 
-    step()  # the first step copies the policies to the device (one synchronisation each)
+    # The first step copies the policies to the device and asks the device which MMA the GEMM's
+    # code has (one synchronisation each); the next must not wait for the device at all: neither
+    # through torch (its sync debug mode) nor through the extension's own CUDA calls (the
+    # profiler's record of the runtime API).
+    step()
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        step()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            step()
     finally:
         torch.cuda.set_sync_debug_mode(0)
+    blocking = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                "cudaMemcpy", "cudaFree", "cudaMemcpyToSymbol"}
+    seen = {e.name for e in prof.events()}
+    assert not seen & blocking, sorted(seen & blocking)
+    assert any("blockscale" in name and "gemm" in name for name in seen), "the device GEMM ran"
 
 
 def test_errors_on_the_device():

@@ -193,3 +193,32 @@ def test_bad_recipes_and_shapes():
         layer(torch.randn(4, 12))
     with pytest.raises(ValueError, match="int64"):
         layer(torch.ones(4, 16, dtype=torch.int64))
+
+
+def test_gemm_choice_on_the_cpu():
+    """On CPU tensors every GEMM is the emulation: "auto" is "matmul" bit for bit, "device" is an
+    error naming why, and a bad choice is refused where it is made."""
+    torch.manual_seed(2)
+    layers = {g: bst.Linear(64, 32, recipe="ue5m3_fp4", seed=3, gemm=g) for g in ("auto", "matmul")}
+    layers["matmul"].load_state_dict(layers["auto"].state_dict())
+    x = torch.randn(16, 64)
+    outs = {}
+    for g, layer in layers.items():
+        xi = x.clone().requires_grad_()
+        y = layer(xi)
+        y.square().sum().backward()
+        outs[g] = (y.detach(), xi.grad, layer.weight.grad)
+    for a, b in zip(outs["auto"], outs["matmul"]):
+        assert torch.equal(a, b)
+    assert "gemm=auto" in repr(layers["auto"])
+    device = bst.Linear(64, 32, recipe="nvfp4", gemm="device")
+    with pytest.raises(ValueError, match="fprop_x x fprop_w: a is on the CPU"):
+        device(x)
+    with pytest.raises(ValueError, match="gemm must be one of auto, matmul, device"):
+        bst.Linear(16, 16, gemm="cublas")
+    with pytest.raises(ValueError, match="gemm must be one of"):
+        bst.convert_model(torch.nn.Sequential(torch.nn.Linear(16, 16)), "nvfp4", gemm="fast")
+    nvfp4 = bs.quantize(torch.randn(8, 32), "nvfp4")
+    assert not bs.gemm_takes(nvfp4, nvfp4)
+    with pytest.raises(ValueError, match="gemm: a is on the CPU"):
+        bs.gemm(nvfp4, nvfp4)

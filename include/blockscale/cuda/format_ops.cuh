@@ -1,8 +1,9 @@
 /// \file cuda/format_ops.cuh
 /// The device tables of cuda/format_ops.hpp filled from the typed launchers of cuda/quantize.cuh
-/// (compile with nvcc): `make_device_format_ops<F>(name)`, `device_preset_format_ops(name)` and
-/// the erased `measure_amax`. Every entry calls the typed launcher, so a call through the table
-/// queues the kernels a typed call queues and computes the same bits.
+/// and cuda/gemm.cuh (compile with nvcc): `make_device_format_ops<F>(name)`,
+/// `device_preset_format_ops(name)` and the erased `measure_amax`. Every entry calls the typed
+/// launcher, so a call through the table queues the kernels a typed call queues and computes the
+/// same bits.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,6 +17,7 @@
 
 #include "../contract/registry.hpp"
 #include "format_ops.hpp"
+#include "gemm.cuh"
 #include "quantize.cuh"
 
 namespace blockscale {
@@ -32,16 +34,20 @@ namespace cuda {
   });
 }
 
-/// The input element types and the device policies a table is compiled for: each pair of a
-/// format and an input type (and each policy) instantiates its own quantization kernels, so a
-/// caller that reaches only some of them (the Python extension: float32 and bfloat16 inputs, no
-/// NoTensorScale on the device) compiles only those; the others are refused by name at run time.
+/// The input element types, the device policies and the GEMM output types a table is compiled
+/// for: each pair of a format and an input type (and each policy) instantiates its own
+/// quantization kernels, and each GEMM output type its own GEMM kernels (for formats with
+/// `gemm_format`), so a caller that reaches only some of them (the Python extension: float32 and
+/// bfloat16 inputs, no NoTensorScale on the device) compiles only those; the others are refused
+/// by name at run time. An empty `GemmOutputs` compiles no GEMM.
 template <class Inputs = blockscale::detail::type_list<float, float16, bfloat16>,
           class Policies = blockscale::detail::type_list<
-              no_tensor_scale, current_tensor_scale, periodic_tensor_scale, delayed_tensor_scale>>
+              no_tensor_scale, current_tensor_scale, periodic_tensor_scale, delayed_tensor_scale>,
+          class GemmOutputs = blockscale::detail::type_list<float, bfloat16>>
 struct device_table_coverage {
   using inputs = Inputs;
   using policies = Policies;
+  using gemm_outputs = GemmOutputs;
 };
 
 namespace detail {
@@ -79,6 +85,19 @@ status with_input(blockscale::detail::type_list<Ts...>, const any_const_matrix& 
               ? (result =
                      f(matrix_view<const Ts>(static_cast<const Ts*>(x.data), x.rows, x.cols, x.ld)),
                  true)
+              : false) ||
+         ...);
+  return result;
+}
+
+/// f(matrix_view<T>) for c's element type T when the list has it; else a status naming it.
+template <class... Ts, class F>
+status with_output(blockscale::detail::type_list<Ts...>, const any_matrix& c, F&& f) {
+  status result{errc::unsupported, std::string("gemm: c: ") +
+                                       element_type_names[static_cast<int>(c.type)] +
+                                       " outputs are not compiled into this device table"};
+  (void)((element_type_of<Ts>() == c.type
+              ? (result = f(matrix_view<Ts>(static_cast<Ts*>(c.data), c.rows, c.cols, c.ld)), true)
               : false) ||
          ...);
   return result;
@@ -170,6 +189,20 @@ struct device_format_ops_impl {
           out, [&](auto o) { return launch_dequantize(runner, view, o, padded); });
     });
   }
+
+  static status gemm(const any_const_quantized& a, const any_const_quantized& b,
+                     const any_matrix& c, float alpha, float beta, cudaStream_t stream) {
+    if constexpr (!gemm_format<Format>) {
+      return {errc::unsupported, "gemm: the device GEMM takes E2M1 block formats only"};
+    } else {
+      return checked([&] {
+        const auto va = blockscale::detail::view_of<Format>(a);
+        const auto vb = blockscale::detail::view_of<Format>(b);
+        return with_output(typename Coverage::gemm_outputs{}, c,
+                           [&](auto out) { return cuda::gemm(va, vb, out, alpha, beta, stream); });
+      });
+    }
+  }
 };
 
 } // namespace detail
@@ -183,7 +216,8 @@ constexpr device_format_ops make_device_format_ops(const char* name) noexcept {
           &impl::policy_measure,
           &impl::policy_apply,
           &impl::quantize_applied,
-          &impl::dequantize};
+          &impl::dequantize,
+          &impl::gemm};
 }
 
 /// The device table of the preset named `name` (registry.hpp's closed list), compiled for

@@ -77,6 +77,11 @@ struct device_format_ops {
   /// dequantize (or, with `padded`, dequantize_padded) of q into out.
   status (*dequantize)(const any_const_quantized& q, const any_matrix& out, bool padded,
                        stream_type stream);
+  /// cuda::gemm (cuda/gemm.cuh): c = alpha · a · bᵀ + beta · c with a and b both of this format,
+  /// quantized along K, and c float32 or bfloat16. errc::unsupported for a format whose elements
+  /// the device GEMM does not take, or an output type the table was not compiled for.
+  status (*gemm)(const any_const_quantized& a, const any_const_quantized& b, const any_matrix& c,
+                 float alpha, float beta, stream_type stream);
 };
 
 } // namespace cuda

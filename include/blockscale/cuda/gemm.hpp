@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_view.hpp"
@@ -360,6 +361,11 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   return detail::run_wgmma<Shape>(runner, program, "gemm", "b", a.rows(), a.cols(), xs, b, c, alpha,
                                   beta, split);
 }
+
+/// Whether `launch_gemm` and `cuda::gemm` take `Format` for an operand: E2M1 elements (NVFP4,
+/// UE5M3-FP4, MXFP4 and other E2M1 block formats), the elements the warp tiles multiply.
+template <class Format>
+inline constexpr bool gemm_format = std::is_same<typename Format::element_type, e2m1>::value;
 
 /// Whether launch_gemm_wgmma takes these operands (TMA's alignment; both operands' scales indexed
 /// in 32 bits), so that `gemm` may choose it.
