@@ -106,21 +106,17 @@ storage_of(const bs::quantized_shape& shape, const A& elements, const A& scales,
 /// The tensor-scale policy object `policy` holds (one of the four classes `_core` binds) as an
 /// erased policy pointing into it; std::invalid_argument for any other object.
 inline bs::any_policy any_policy_of(nb::handle policy) {
-  using kind = bs::any_policy::kind;
-  bs::no_tensor_scale* none = nullptr;
-  bs::current_tensor_scale* current = nullptr;
-  bs::periodic_tensor_scale* periodic = nullptr;
-  bs::delayed_tensor_scale* delayed = nullptr;
-  if (nb::try_cast(policy, none, false) && none)
-    return {kind::no_tensor_scale, none};
-  if (nb::try_cast(policy, current, false) && current)
-    return {kind::current, current};
-  if (nb::try_cast(policy, periodic, false) && periodic)
-    return {kind::periodic, periodic};
-  if (nb::try_cast(policy, delayed, false) && delayed)
-    return {kind::delayed, delayed};
-  throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
-                              "PeriodicTensorScale or DelayedTensorScale");
+  bs::any_policy found;
+  bs::for_each_type(bs::any_policy::types{}, [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    P* p = nullptr;
+    if (found.policy == nullptr && nb::try_cast(policy, p, false) && p)
+      found = {bs::policy_kind_of<P>(), p};
+  });
+  if (found.policy == nullptr)
+    throw std::invalid_argument("policy must be a NoTensorScale, CurrentTensorScale, "
+                                "PeriodicTensorScale or DelayedTensorScale");
+  return found;
 }
 
 /// A quantization's counters as the dict Python sees.

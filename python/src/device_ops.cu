@@ -71,7 +71,7 @@ private:
 
 std::unique_ptr<device_policy_state> make_device_policy(bs::any_policy::kind kind,
                                                         const void* policy, cudaStream_t stream) {
-  return bs::cuda::visit_policy_kind(kind, [&](auto tag) -> std::unique_ptr<device_policy_state> {
+  return bs::visit_policy_kind(kind, [&](auto tag) -> std::unique_ptr<device_policy_state> {
     using P = typename decltype(tag)::type;
     try {
       return std::make_unique<typed_policy_state<P>>(*static_cast<const P*>(policy), stream);

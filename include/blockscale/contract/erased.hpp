@@ -13,6 +13,7 @@
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_shape.hpp"
 #include "../block/quantized_view.hpp"
+#include "../block/tensor_scale.hpp"
 #include "../config.hpp"
 #include "../numeric/half.hpp"
 #include "registry.hpp"
@@ -53,9 +54,51 @@ using any_const_quantized = basic_any_quantized<const std::uint8_t>;
 /// A tensor-scale policy of block/tensor_scale.hpp, or none (`policy` null).
 struct any_policy {
   enum class kind : std::uint8_t { none, no_tensor_scale, current, periodic, delayed };
+  /// The policy types of the kinds after `none`, in the enumeration's order: the one list by
+  /// which the host and device tables and the bindings map kinds to types (policy_kind_of,
+  /// visit_policy_kind).
+  using types = detail::type_list<no_tensor_scale, current_tensor_scale, periodic_tensor_scale,
+                                  delayed_tensor_scale>;
   kind type = kind::none;
   void* policy = nullptr;
 };
+
+/// The kind of tensor-scale policy type `P` (a compile error for another type).
+template <class P>
+constexpr any_policy::kind policy_kind_of() noexcept {
+  constexpr int index = detail::index_in<P, any_policy::types>::value;
+  static_assert(index < static_cast<int>(detail::count_of(any_policy::types{})),
+                "policy_kind_of: not one of any_policy::types");
+  return static_cast<any_policy::kind>(index + 1);
+}
+
+/// Calls f(type_tag<P>{}) with P the policy type `kind` names; std::invalid_argument for `none`
+/// or a value outside the enumeration.
+template <class F>
+decltype(auto) visit_policy_kind(any_policy::kind kind, F&& f) {
+  using k = any_policy::kind;
+  switch (kind) {
+  case k::no_tensor_scale:
+    return f(type_tag<no_tensor_scale>{});
+  case k::current:
+    return f(type_tag<current_tensor_scale>{});
+  case k::periodic:
+    return f(type_tag<periodic_tensor_scale>{});
+  case k::delayed:
+    return f(type_tag<delayed_tensor_scale>{});
+  case k::none:
+    break;
+  }
+  throw std::invalid_argument("policy: kind " + std::to_string(static_cast<int>(kind)) +
+                              " is not a tensor-scale policy");
+}
+
+// The switch above and the list agree.
+static_assert(policy_kind_of<no_tensor_scale>() == any_policy::kind::no_tensor_scale &&
+                  policy_kind_of<current_tensor_scale>() == any_policy::kind::current &&
+                  policy_kind_of<periodic_tensor_scale>() == any_policy::kind::periodic &&
+                  policy_kind_of<delayed_tensor_scale>() == any_policy::kind::delayed,
+              "any_policy::types lists the policies in the order of any_policy::kind");
 
 namespace detail {
 

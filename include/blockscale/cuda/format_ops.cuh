@@ -62,19 +62,6 @@ constexpr element_type element_type_of() noexcept {
     return element_type::float32;
 }
 
-template <class P>
-constexpr any_policy::kind policy_kind_of() noexcept {
-  using k = any_policy::kind;
-  if constexpr (std::is_same<P, current_tensor_scale>::value)
-    return k::current;
-  else if constexpr (std::is_same<P, periodic_tensor_scale>::value)
-    return k::periodic;
-  else if constexpr (std::is_same<P, delayed_tensor_scale>::value)
-    return k::delayed;
-  else
-    return k::no_tensor_scale;
-}
-
 /// f(matrix_view<const T>) for x's element type T when the list has it; else a status naming it.
 template <class... Ts, class F>
 status with_input(blockscale::detail::type_list<Ts...>, const any_const_matrix& x, F&& f) {

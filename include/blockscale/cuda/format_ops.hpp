@@ -36,26 +36,6 @@ struct any_device_policy {
   void* state = nullptr;
 };
 
-/// Calls f(type_tag<P>{}) with P the policy type `kind` names (not `none`).
-template <class F>
-decltype(auto) visit_policy_kind(any_policy::kind kind, F&& f) {
-  using k = any_policy::kind;
-  switch (kind) {
-  case k::no_tensor_scale:
-    return f(type_tag<no_tensor_scale>{});
-  case k::current:
-    return f(type_tag<current_tensor_scale>{});
-  case k::periodic:
-    return f(type_tag<periodic_tensor_scale>{});
-  case k::delayed:
-    return f(type_tag<delayed_tensor_scale>{});
-  case k::none:
-    break;
-  }
-  throw std::invalid_argument("policy: kind " + std::to_string(static_cast<int>(kind)) +
-                              " is not a tensor-scale policy");
-}
-
 /// One block format's device operations. `stream` orders every launch; nothing synchronises.
 struct device_format_ops {
   const char* name; ///< the preset's name ("nvfp4", ...), as the host table's

@@ -153,26 +153,12 @@ struct format_ops_impl {
                                       const quantize_options& options, any_policy policy) {
     const auto view = view_of<Format>(out);
     return with_matrix(x, [&](auto in) {
-      using kind = any_policy::kind;
-      if (policy.policy == nullptr || policy.type == kind::none)
+      if (policy.policy == nullptr || policy.type == any_policy::kind::none)
         return blockscale::quantize_into(in, view, options);
-      switch (policy.type) {
-      case kind::no_tensor_scale:
-        return blockscale::quantize_into(in, view, *static_cast<no_tensor_scale*>(policy.policy),
-                                         options);
-      case kind::current:
-        return blockscale::quantize_into(
-            in, view, *static_cast<current_tensor_scale*>(policy.policy), options);
-      case kind::periodic:
-        return blockscale::quantize_into(
-            in, view, *static_cast<periodic_tensor_scale*>(policy.policy), options);
-      case kind::delayed:
-        return blockscale::quantize_into(
-            in, view, *static_cast<delayed_tensor_scale*>(policy.policy), options);
-      default:
-        throw std::invalid_argument("policy: unknown kind " +
-                                    std::to_string(static_cast<int>(policy.type)));
-      }
+      return visit_policy_kind(policy.type, [&](auto tag) {
+        using P = typename decltype(tag)::type;
+        return blockscale::quantize_into(in, view, *static_cast<P*>(policy.policy), options);
+      });
     });
   }
   static void dequantize(const any_const_quantized& q, const any_matrix& out, bool padded,
