@@ -88,19 +88,33 @@ def device_stream(device: Any, stream: Any) -> int:
 
 
 class on_device:
-    """Makes x's device the current one for the launches (torch tensors), as a context."""
+    """A context for the launches on x's device and, with `stream` (a handle), for the results'
+    allocation on that stream: x's device becomes the current one (torch tensors), and a stream
+    other than torch's current one becomes current, so that the results' memory and their
+    zero-fills are queued on the stream the kernels run on, and torch's allocator keeps the memory
+    for that stream."""
 
-    def __init__(self, x: Any):
-        self.guard = _torch().cuda.device(x.device) if is_torch(x) else None
+    def __init__(self, x: Any, stream: Optional[int] = None):
+        torch = _torch()
+        self.guards = []
+        if is_torch(x):
+            self.guards.append(torch.cuda.device(x.device))
+            device = x.device
+        else:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if stream is not None and stream != int(torch.cuda.current_stream(device).cuda_stream):
+            s = (torch.cuda.default_stream(device) if stream == 0
+                 else torch.cuda.ExternalStream(stream, device=device))
+            self.guards.append(torch.cuda.stream(s))
 
     def __enter__(self):
-        if self.guard is not None:
-            self.guard.__enter__()
+        for guard in self.guards:
+            guard.__enter__()
         return self
 
     def __exit__(self, *exc):
-        if self.guard is not None:
-            return self.guard.__exit__(*exc)
+        for guard in reversed(self.guards):
+            guard.__exit__(*exc)
         return False
 
 

@@ -107,22 +107,38 @@ def gemm(a: QuantizedTensor, b: QuantizedTensor, *, alpha: float = 1.0, beta: fl
         raise ValueError(f"gemm: {refusal}")
     m, n = a.shape[0], b.shape[0]
     names = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
-    if c is None:
-        element = names.get(dtype, dtype) if isinstance(dtype, torch.dtype) else dtype
-        if element not in _GEMM_OUTPUTS:
-            raise ValueError(f"gemm: dtype must be float32 or bfloat16, not {dtype!r}")
-        if beta != 0:
-            raise ValueError("gemm: beta is nonzero but no c was given to accumulate into")
-        c = _device.empty((m, n), element, a.elements)
-    else:
-        if not (_device.is_torch(c) and c.device == a.elements.device and c.dtype in names):
-            raise ValueError(f"gemm: c must be a float32 or bfloat16 torch tensor on {a.device}")
-        if tuple(c.shape) != (m, n):
-            raise ValueError(f"gemm: c must have shape {(m, n)}, not {tuple(c.shape)}")
-        element = names[c.dtype]
-    cuda = _device.cuda_module()
-    with _device.on_device(a.elements):
-        cuda.gemm(a.format, a.shape_info, a.elements, a.scales, a.decode_scale_array,
-                  b.shape_info, b.elements, b.scales, b.decode_scale_array, c, element,
-                  float(alpha), float(beta), _device.stream_handle(a.elements, stream))
+    handle = _device.stream_handle(a.elements, stream)
+    with _device.on_device(a.elements, handle):  # c allocated on the stream the GEMM runs on
+        if c is None:
+            element = _output_name(dtype, names)
+            if beta != 0:
+                raise ValueError("gemm: beta is nonzero but no c was given to accumulate into")
+            c = _device.empty((m, n), element, a.elements)
+        else:
+            if not (_device.is_torch(c) and c.device == a.elements.device and c.dtype in names):
+                raise ValueError(f"gemm: c must be a float32 or bfloat16 torch tensor on {a.device}")
+            if tuple(c.shape) != (m, n):
+                raise ValueError(f"gemm: c must have shape {(m, n)}, not {tuple(c.shape)}")
+            if c.requires_grad:
+                raise ValueError("gemm: c requires grad, and gemm writes it in place (pass "
+                                 "c.detach() or no c)")
+            element = names[c.dtype]
+        _device.cuda_module().gemm(a.format, a.shape_info, a.elements, a.scales,
+                                   a.decode_scale_array, b.shape_info, b.elements, b.scales,
+                                   b.decode_scale_array, c, element, float(alpha), float(beta),
+                                   handle)
     return c
+
+
+def _output_name(dtype: Any, names: dict) -> str:
+    """The name of a GEMM output dtype: "float32" or "bfloat16", given by name, torch dtype or
+    numpy / ml_dtypes dtype."""
+    if dtype in names:
+        return names[dtype]
+    try:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in _GEMM_OUTPUTS:
+        raise ValueError(f"gemm: dtype must be float32 or bfloat16, not {dtype!r}")
+    return name

@@ -120,8 +120,10 @@ def quantize(x: Any, format: str, *, policy: Optional[Policy] = None, stream: An
         check_block_format(format)
         opts = _options(format, policy, kwargs)
         _core.check_options(format, t.shape[0], t.shape[1], opts)
-        out = QuantizedTensor.empty(format, opts.quantized_shape(t.shape[0], t.shape[1]), device=t)
-        _quantize_on_device(t, element, out, opts, policy, stream)
+        with _device.on_device(t, _device.stream_handle(t, stream)):  # the result on that stream
+            out = QuantizedTensor.empty(format, opts.quantized_shape(t.shape[0], t.shape[1]),
+                                        device=t)
+            _quantize_on_device(t, element, out, opts, policy, stream)
         return out
     _refuse_stream(stream)
     array, element = as_matrix(x)
@@ -216,10 +218,10 @@ def measure_amax(x: Any, format: str, *, stream: Any = None, **kwargs: Any) -> A
         opts = options(format=format, **kwargs)
         check_block_format(format)
         t, element = _device.device_input(x)
-        bits = _device.empty((1,), "int32", t).zero_()
-        with _device.on_device(t):
-            _device.cuda_module().measure_amax(t, element, opts, bits,
-                                               _device.stream_handle(t, stream))
+        handle = _device.stream_handle(t, stream)
+        with _device.on_device(t, handle):
+            bits = _device.empty((1,), "int32", t).zero_()
+            _device.cuda_module().measure_amax(t, element, opts, bits, handle)
         return bits.view(torch.float32)
     _refuse_stream(stream)
     array, element = as_matrix(x)

@@ -86,6 +86,11 @@ def check_block_format(format: str) -> str:
     return format
 
 
+def block_format_parts(format: str) -> dict:
+    """A block format's parts: element and scale format names, block size (the registry's)."""
+    return _PARTS[check_block_format(format)]
+
+
 def block_formats() -> tuple[str, ...]:
     """The block formats the package knows: the presets (BLOCK_FORMATS), then those registered."""
     return tuple(_PARTS)
@@ -425,8 +430,9 @@ def _dequantize_on_device(q: QuantizedTensor, dtype: Any, padded: bool, stream: 
         element = _out_dtype(dtype)[1]  # a name, or a numpy / ml_dtypes dtype
     cuda = _device.cuda_module()
     cols = q.blocks_per_row * q.block_size if padded else q.shape_info.cols
-    out = _device.empty((q.shape_info.rows, cols), element, q.elements)
-    with _device.on_device(q.elements):
+    handle = _device.stream_handle(q.elements, stream)
+    with _device.on_device(q.elements, handle):
+        out = _device.empty((q.shape_info.rows, cols), element, q.elements)
         cuda.dequantize(q.format, q.shape_info, q.elements, q.scales, q.decode_scale_array, out,
-                        element, bool(padded), _device.stream_handle(q.elements, stream))
+                        element, bool(padded), handle)
     return out

@@ -32,9 +32,9 @@ from torch import nn
 
 from . import _device
 from ._native import core as _core
-from ._gemm import _gemm_refusal, gemm
+from ._gemm import gemm
 from ._quantize import RULES, quantize
-from ._tensor import QuantizedTensor, block_formats
+from ._tensor import QuantizedTensor, block_format_parts, block_formats
 
 # The six GEMM operands of a linear layer, in the C++ order (training/linear.hpp's gemm_operand),
 # and whether each is quantized columnwise (the result then holds the transpose).
@@ -286,21 +286,40 @@ def _values(q: QuantizedTensor) -> torch.Tensor:
 
 def _product(q: LinearQuantizers, a: tuple, b: tuple, step: int, training: bool) -> torch.Tensor:
     """A · Bᵀ of one GEMM, with A and B the operands (role, tensor) as the recipe quantizes them
-    (the transposes for columnwise roles): the device GEMM or torch's matmul, as q.gemm says."""
+    (the transposes for columnwise roles): the device GEMM or torch's matmul, as q.gemm says.
+    Whether the device GEMM takes the pair is decided before anything is quantized, so that a
+    refusal leaves the policies as they were."""
     (role_a, ta), (role_b, tb) = a, b
     op_a, op_b = q.ops[role_a], q.ops[role_b]
-    if q.gemm == "matmul" or not (op_a.spec.quantized and op_b.spec.quantized):
+    refusal = "emulation requested" if q.gemm == "matmul" else _device_gemm_refusal(op_a, ta, op_b, tb)
+    if refusal is not None:
         if q.gemm == "device":
-            raise ValueError(f"gemm='device': {role_a} or {role_b} is a high-precision operand "
-                             f"of this recipe")
+            raise ValueError(f"gemm='device': the device GEMM refuses {role_a} x {role_b}: "
+                             f"{refusal}")
         return _matmul(op_a(ta, step, training), op_b(tb, step, training).T)
     qa, qb = op_a.quantize(ta, step, training), op_b.quantize(tb, step, training)
-    refusal = _gemm_refusal(qa, qb)
-    if refusal is None:
-        return gemm(qa, qb)
-    if q.gemm == "device":
-        raise ValueError(f"gemm='device': the device GEMM refuses {role_a} x {role_b}: {refusal}")
-    return _matmul(_values(qa), _values(qb).T)
+    return gemm(qa, qb)
+
+
+def _device_gemm_refusal(op_a: OperandQuantizer, ta: torch.Tensor, op_b: OperandQuantizer,
+                         tb: torch.Tensor) -> Optional[str]:
+    """Why the device GEMM would refuse the pair the two operands quantize to, from the recipe and
+    the shapes (what blockscale.gemm_takes checks of the quantized tensors), or None."""
+    for op in (op_a, op_b):
+        if not op.spec.quantized:
+            return f"{op.role} is a high-precision operand of this recipe"
+    if ta.device.type != "cuda" or tb.device != ta.device:
+        return f"the operands are on {ta.device} and {tb.device}, not one CUDA device"
+    fa, fb = op_a.spec.format, op_b.spec.format
+    if fa != fb:
+        return f"{op_a.role} is {fa} and {op_b.role} {fb}: the device GEMM takes one format"
+    parts = block_format_parts(fa)
+    if parts["element"] != "e2m1":
+        return f"{fa} has {parts['element']} elements: the device GEMM takes E2M1 formats only"
+    k = ta.shape[0] if op_a.columnwise else ta.shape[1]
+    if k % parts["block_size"] != 0:
+        return f"K = {k} is not a multiple of the block size {parts['block_size']}"
+    return None
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

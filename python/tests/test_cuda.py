@@ -148,21 +148,24 @@ def gemm_bound(a, b, alpha, beta, c, out):
                             c=None if c is None else c.copy()).astype(np.float64)
     unit = 2.0**-23 if out == "float32" else 2.0**-7  # ulp(x) <= unit |x|
     bound = (11 * k / 16 + 2) * 2.0**-23 * abs(alpha) * (np.abs(da) @ np.abs(db).T)
-    bound += 2 * unit * (np.abs(ref) + (0 if c is None else np.abs(beta * c.astype(np.float64))))
+    read = c is not None and beta != 0  # beta == 0: C is not read (it may hold NaN)
+    bound += 2 * unit * (np.abs(ref) + (np.abs(beta * c.astype(np.float64)) if read else 0))
     return ref, bound + np.finfo(np.float32).tiny
 
 
-# M on both sides of 16 and 64 (the warpgroup shapes; the BF16 MMA's small and large tiles where
-# the extension has no sm_90a code), K with rows of 16-byte multiples (TMA) and without.
+# M on both sides of 16 and 64 (the warpgroup shapes on sm_90a; the BF16 MMA's small and large
+# tiles elsewhere), K with rows of 16-byte multiples (what TMA reads) and, for the 16-blocks, without
+# (the BF16 MMA's small and large tiles on every device), and a long K over few tiles (split-K).
 GEMM_SHAPES = [(1, 70, 64), (16, 129, 384), (40, 96, 160), (64, 33, 256), (65, 200, 96),
-               (200, 130, 448)]
+               (200, 130, 448), (16, 64, 2048)]
+UNALIGNED_SHAPES = [(37, 50, 48), (130, 70, 48)]
 
 
 @pytest.mark.parametrize("format", ["nvfp4", "mxfp4", "ue5m3_fp4"])
 @pytest.mark.parametrize("layout", ["row_major", "tensor_core"])
 def test_gemm_agrees_with_the_reference(format, layout):
     g = torch.Generator().manual_seed(zlib.crc32(f"gemm {format} {layout}".encode()))
-    for m, n, k in GEMM_SHAPES + ([(37, 50, 48)] if format != "mxfp4" else []):
+    for m, n, k in GEMM_SHAPES + (UNALIGNED_SHAPES if format != "mxfp4" else []):
         x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g) * 8
         w = torch.randn(n, k, generator=g) * 0.1
         a = bs.quantize(x.cuda(), format, layout=layout, encode_scale=3.0)
@@ -175,13 +178,15 @@ def test_gemm_agrees_with_the_reference(format, layout):
             err = np.abs(got.float().cpu().numpy().astype(np.float64) - ref)
             assert (err <= bound).all(), (m, n, k, out, float((err - bound).max()))
         # alpha, beta and a C to accumulate into (beta == 0 with NaN in C: C is not read)
-        for alpha, beta in ((0.5, 0.0), (-2.0, 1.5)):
+        for alpha, beta, out in ((0.5, 0.0, "float32"), (-2.0, 1.5, "float32"),
+                                 (0.75, -1.0, "bfloat16")):
             c0 = torch.randn(m, n, generator=g) if beta else torch.full((m, n), float("nan"))
-            c = c0.cuda()
+            c = c0.to(getattr(torch, out)).cuda()
+            c_in = c.float().cpu().numpy()  # C as the GEMM reads it (bf16-rounded)
             assert bs.gemm(a, b, alpha=alpha, beta=beta, c=c) is c
-            ref, bound = gemm_bound(a, b, alpha, beta, c0.numpy(), "float32")
-            err = np.abs(c.cpu().numpy().astype(np.float64) - ref)
-            assert (err <= bound).all(), (m, n, k, alpha, beta)
+            ref, bound = gemm_bound(a, b, alpha, beta, c_in, out)
+            err = np.abs(c.float().cpu().numpy().astype(np.float64) - ref)
+            assert (err <= bound).all(), (m, n, k, alpha, beta, out)
 
 
 def test_gemm_respects_the_stream():
@@ -194,6 +199,7 @@ def test_gemm_respects_the_stream():
     db = b.cuda()
     da.scales.copy_(torch.from_numpy(a.scales))
     da.decode_scale_array.copy_(torch.from_numpy(a.decode_scale_array))
+    bs.gemm(db, db)  # the first GEMM on a device synchronises once (it asks which MMA): not here
     torch.cuda.synchronize()
     with torch.cuda.stream(s):
         torch.cuda._sleep(50_000_000)
@@ -219,10 +225,39 @@ def test_gemm_errors():
         ((nv, nv), dict(c=torch.zeros(8, 9, device="cuda")), r"shape \(8, 8\)"),
         ((nv, nv), dict(c=torch.zeros(8, 8, device="cuda", dtype=torch.float16)), "float32 or"),
         ((nv, nv), dict(c=torch.zeros(8, 16, device="cuda")[:, ::2]), "contiguous rows"),
+        ((nv, nv), dict(c=torch.zeros(8, 8, device="cuda", requires_grad=True)), "requires grad"),
+        ((nv, nv), dict(dtype=np.int32), "dtype must be float32 or bfloat16"),
     ]
     for (a, b), kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             bs.gemm(a, b, **kwargs)
+    # output dtypes by name, torch dtype or numpy dtype
+    for dtype, want in (("bfloat16", torch.bfloat16), (torch.float32, torch.float32),
+                        (np.float32, torch.float32)):
+        assert bs.gemm(nv, nv, dtype=dtype).dtype == want
+
+
+def test_results_are_allocated_on_the_given_stream():
+    """With stream= other than the current stream, the results' memory and zero-fills are queued
+    on that stream: behind a long sleep on the current stream, they must not land after the
+    kernels that wrote them."""
+    x = torch.randn(256, 256)
+    want = bs.quantize(x, "nvfp4")
+    xg = x.cuda()
+    s = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(50_000_000)  # the current stream is busy
+    q = bs.quantize(xg, "nvfp4", stream=s)
+    d = q.dequantize(stream=s)
+    amax = bs.measure_amax(xg, "nvfp4", stream=s)
+    c = bs.gemm(q, q, stream=s)
+    s.synchronize()
+    torch.cuda.synchronize()
+    same_codes(q, want)
+    assert torch.equal(d.cpu(), torch.from_numpy(want.dequantize()))
+    assert float(amax) == float(x.abs().max())
+    ref, bound = gemm_bound(want, want, 1.0, 0.0, None, "float32")
+    assert (np.abs(c.cpu().numpy() - ref) <= bound).all()
 
 
 @pytest.mark.parametrize("name", ["nvfp4", "ue5m3_fp4", "mxfp4"])
@@ -313,14 +348,24 @@ def test_a_training_step_does_not_wait_for_the_host():
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                                 torch.profiler.ProfilerActivity.CUDA]) as prof:
-            step()
+            with torch.profiler.record_function("training step"):
+                step()
     finally:
         torch.cuda.set_sync_debug_mode(0)
+    events = prof.events()
+    # the CPU's range (the GPU's annotation of the same name ends when the kernels do)
+    (span,) = [e.time_range for e in events
+               if e.name == "training step" and str(e.device_type).endswith("CPU")]
+    # The profiler synchronises when it stops: only calls inside the step count.
+    inside = {e.name for e in events
+              if span.start <= e.time_range.start and e.time_range.end <= span.end}
     blocking = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                "cudaMemcpy", "cudaFree", "cudaMemcpyToSymbol"}
-    seen = {e.name for e in prof.events()}
-    assert not seen & blocking, sorted(seen & blocking)
-    assert any("blockscale" in name and "gemm" in name for name in seen), "the device GEMM ran"
+                "cudaMemcpy", "cudaMemcpy2D", "cudaFree", "cudaMemcpyToSymbol",
+                "cudaMemcpyFromSymbol"}
+    assert "cudaLaunchKernel" in inside or any("Launch" in name for name in inside)
+    assert not inside & blocking, sorted(inside & blocking)
+    kernels = {e.name for e in events}
+    assert any("blockscale" in name and "gemm" in name for name in kernels), "the device GEMM ran"
 
 
 def test_errors_on_the_device():

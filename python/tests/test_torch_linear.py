@@ -212,7 +212,7 @@ def test_gemm_choice_on_the_cpu():
         assert torch.equal(a, b)
     assert "gemm=auto" in repr(layers["auto"])
     device = bst.Linear(64, 32, recipe="nvfp4", gemm="device")
-    with pytest.raises(ValueError, match="fprop_x x fprop_w: a is on the CPU"):
+    with pytest.raises(ValueError, match="fprop_x x fprop_w: the operands are on cpu"):
         device(x)
     with pytest.raises(ValueError, match="gemm must be one of auto, matmul, device"):
         bst.Linear(16, 16, gemm="cublas")

@@ -170,6 +170,7 @@ private:
       std::memcpy(values, words, sizeof values);
     } else {
       const float scale = static_cast<float>(scale_type::from_bits(code));
+      BLOCKSCALE_UNROLL
       for (int j = 0; j < b; ++j)
         values[j] = static_cast<T>(codec::decode_value<BlockFormat>(
             codec::load_code<BlockFormat>(bytes, static_cast<std::size_t>(j)), scale, s_dec));
@@ -182,6 +183,7 @@ private:
         detail::copy16(reinterpret_cast<unsigned char*>(to) + i,
                        reinterpret_cast<const unsigned char*>(values) + i);
     } else {
+      BLOCKSCALE_UNROLL
       for (int j = 0; j < b; ++j) // unrolled and predicated: values[] stays in registers
         if (j < valid)
           to[j] = values[j];
