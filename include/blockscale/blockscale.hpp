@@ -23,6 +23,7 @@
 #include "block/quantized_view.hpp"
 #include "block/scale_layout.hpp"
 #include "block/scale_rule.hpp"
+#include "block/scale_shift.hpp"
 #include "block/tensor_scale.hpp"
 
 #include "contract/output_checks.hpp"

@@ -1,0 +1,224 @@
+/// \file block/scale_shift.hpp
+/// One row's block scales moved by a power of two onto a narrower scale format with the same
+/// mantissa: UE5M3 onto UE4M3, so that a UE5M3-FP4 operand runs on tensor cores that take NVFP4's
+/// UE4M3 scales, exactly.
+///
+/// Why it is exact. Every term of C[m, n] = Σ_b S_A[m, b] · S_B[n, b] · Σ_k a · b carries the
+/// product of one block scale of row m of A and one of row n of B. Dividing all block scales of row
+/// m by 2^t_A[m] (and of row n of B by 2^t_B[n]) divides every term of C[m, n] by the same
+/// 2^(t_A[m] + t_B[n]), which an epilogue multiplies back exactly; a GEMM whose arithmetic only
+/// aligns, adds and truncates relative to its largest term (the tensor cores' does) then gives the
+/// same bits, outside underflow and overflow of its accumulator. A UE5M3 scale S (3 mantissa bits,
+/// exponents 2^-14 ... 2^16, subnormals down to 2^-17) is S' · 2^t for a UE4M3 code S' exactly
+/// when S · 2^-t has no set bit below UE4M3's smallest subnormal 2^-9 and is at most its largest
+/// finite value 448 (the same 4 significant bits then fit a normal or subnormal UE4M3). So a row
+/// fits when one t satisfies both for all its scales: when its largest scale is at most
+/// 448 · 2^9 = 229376 times its smallest set bit — about 17.8 binades of UE5M3's 33.
+///
+///     scale_row_range<ue5m3_format> range;
+///     for (std::size_t b = 0; b < blocks; ++b)
+///       range.add(codes[b]);
+///     const scale_row_shift s = row_shift<ue5m3_format, ue4m3_format>(range);
+///     if (s.fits)
+///       for (std::size_t b = 0; b < blocks; ++b)
+///         shifted[b] = shift_scale_code<ue5m3_format, ue4m3_format>(codes[b], s.shift);
+///
+/// (`shift_scale_row` does both.) `scale_row_range` merges, so a warp can reduce a row's range
+/// across lanes. A NaN or Inf scale refuses its row: such a block is not a number the shift can
+/// carry, and the row takes the dequantizing path, which keeps the reference's NaN. The shift
+/// chosen is the smallest that fits (the shifted scales as large as they can be); every shift up
+/// to `range.min_lsb - To's smallest-subnormal exponent` would be as exact.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+#include "../config.hpp"
+#include "../numeric/format.hpp"
+
+namespace blockscale {
+inline namespace v0 {
+
+namespace detail {
+
+/// A finite nonzero code of an unsigned format with subnormals as sig · 2^exponent, sig the
+/// integer significand (1 ... 2^(M + 1) - 1).
+struct scale_significand {
+  int sig = 0;
+  int exponent = 0;
+};
+
+template <class Format>
+BLOCKSCALE_HOST_DEVICE constexpr scale_significand significand_of(std::uint8_t code) noexcept {
+  using traits = format_traits<Format>;
+  const int field = code >> traits::mantissa_bits;
+  const int mantissa = code & ((1 << traits::mantissa_bits) - 1);
+  if (field == 0)
+    return {mantissa, 1 - traits::bias - traits::mantissa_bits};
+  return {(1 << traits::mantissa_bits) | mantissa, field - traits::bias - traits::mantissa_bits};
+}
+
+/// The exponent of the lowest set bit of sig · 2^exponent (sig > 0).
+BLOCKSCALE_HOST_DEVICE constexpr int lowest_bit_exponent(scale_significand s) noexcept {
+  int e = s.exponent;
+  for (int sig = s.sig; (sig & 1) == 0; sig >>= 1)
+    ++e;
+  return e;
+}
+
+/// The exponent of the highest set bit of sig · 2^exponent (sig > 0).
+BLOCKSCALE_HOST_DEVICE constexpr int highest_bit_exponent(scale_significand s) noexcept {
+  int e = s.exponent;
+  for (int sig = s.sig; sig > 1; sig >>= 1)
+    ++e;
+  return e;
+}
+
+template <class From, class To>
+constexpr bool shiftable_scale_formats() noexcept {
+  using from = format_traits<From>;
+  using to = format_traits<To>;
+  return !from::is_signed && !to::is_signed && from::has_subnormals && to::has_subnormals &&
+         from::mantissa_bits == to::mantissa_bits;
+}
+
+} // namespace detail
+
+/// What decides a row's shift: its largest finite nonzero scale code and the smallest exponent of
+/// a set bit among its finite nonzero scales (codes of the unsigned format `From`, whose codes
+/// order as their values), and whether it holds a NaN or Inf. Zero scales add nothing.
+template <class From>
+struct scale_row_range {
+  static_assert(!format_traits<From>::is_signed && format_traits<From>::has_subnormals,
+                "scale_row_range: block scales of an unsigned format with subnormals");
+  std::uint8_t max_code = 0; ///< 0: no nonzero scale yet
+  int min_lsb = INT_MAX;     ///< INT_MAX: no nonzero scale yet
+  bool nonfinite = false;
+
+  BLOCKSCALE_HOST_DEVICE constexpr void add(std::uint8_t code) noexcept {
+    if (code > format_traits<From>::max_code) {
+      nonfinite = true;
+      return;
+    }
+    if (code == 0)
+      return;
+    if (code > max_code)
+      max_code = code;
+    const int lsb = detail::lowest_bit_exponent(detail::significand_of<From>(code));
+    if (lsb < min_lsb)
+      min_lsb = lsb;
+  }
+
+  /// The range of the union of two parts of a row.
+  BLOCKSCALE_HOST_DEVICE constexpr void merge(const scale_row_range& other) noexcept {
+    if (other.max_code > max_code)
+      max_code = other.max_code;
+    if (other.min_lsb < min_lsb)
+      min_lsb = other.min_lsb;
+    nonfinite = nonfinite || other.nonfinite;
+  }
+};
+
+/// A row's shift: `fits` when every scale of the row divided by 2^shift is a `To` code.
+struct scale_row_shift {
+  bool fits = false;
+  int shift = 0;
+};
+
+/// Whether `To` holds From's finite `code` divided by 2^shift exactly (zero always).
+template <class From, class To>
+BLOCKSCALE_HOST_DEVICE constexpr bool scale_code_fits(std::uint8_t code, int shift) noexcept {
+  static_assert(detail::shiftable_scale_formats<From, To>(),
+                "scale_code_fits: unsigned formats with subnormals and the same mantissa bits");
+  using to = format_traits<To>;
+  if (code > format_traits<From>::max_code)
+    return false;
+  if (code == 0)
+    return true;
+  const detail::scale_significand s = detail::significand_of<From>(code);
+  const detail::scale_significand top = detail::significand_of<To>(to::max_code);
+  const int exponent = s.exponent - shift;
+  // No set bit below To's smallest subnormal 2^(1 - bias - M), and at most To's largest finite
+  // value: the significands have the same width, so compare at a common exponent.
+  if (detail::lowest_bit_exponent(s) - shift < 1 - to::bias - to::mantissa_bits)
+    return false;
+  const int high = detail::highest_bit_exponent({s.sig, exponent});
+  const int top_high = detail::highest_bit_exponent(top);
+  if (high != top_high)
+    return high < top_high;
+  return s.sig << (to::mantissa_bits - (high - exponent)) <=
+         top.sig << (to::mantissa_bits - (top_high - top.exponent));
+}
+
+/// The smallest shift that fits the row whose range is `range`, or fits = false (a NaN or Inf
+/// scale, or more binades than `To` holds). An all-zero row fits with shift 0.
+template <class From, class To>
+BLOCKSCALE_HOST_DEVICE constexpr scale_row_shift
+row_shift(const scale_row_range<From>& range) noexcept {
+  static_assert(detail::shiftable_scale_formats<From, To>(),
+                "row_shift: unsigned formats with subnormals and the same mantissa bits");
+  using to = format_traits<To>;
+  if (range.nonfinite)
+    return {false, 0};
+  if (range.max_code == 0)
+    return {true, 0};
+  // The largest scale fits from this shift up (the top binades must match, then the significands
+  // compare), and the smallest set bit up to `highest`.
+  const detail::scale_significand s = detail::significand_of<From>(range.max_code);
+  const detail::scale_significand top = detail::significand_of<To>(to::max_code);
+  int shift = detail::highest_bit_exponent(s) - detail::highest_bit_exponent(top);
+  if (!scale_code_fits<From, To>(range.max_code, shift))
+    ++shift;
+  const int highest = range.min_lsb - (1 - to::bias - to::mantissa_bits);
+  if (shift > highest)
+    return {false, 0};
+  return {true, shift};
+}
+
+/// From's finite `code` divided by 2^shift as a `To` code; requires scale_code_fits (else the
+/// result is meaningless).
+template <class From, class To>
+BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t shift_scale_code(std::uint8_t code,
+                                                               int shift) noexcept {
+  static_assert(detail::shiftable_scale_formats<From, To>(),
+                "shift_scale_code: unsigned formats with subnormals and the same mantissa bits");
+  using to = format_traits<To>;
+  constexpr int m = to::mantissa_bits;
+  if (code == 0)
+    return 0;
+  const detail::scale_significand s = detail::significand_of<From>(code);
+  const int exponent = s.exponent - shift;
+  const int high = detail::highest_bit_exponent({s.sig, exponent});
+  const int field = high + to::bias;
+  if (field >= 1) { // normal: the significand's top bit becomes the implicit one
+    const int sig = s.sig << (m - (high - exponent));
+    return static_cast<std::uint8_t>((field << m) | (sig & ((1 << m) - 1)));
+  }
+  // subnormal: sig · 2^exponent = k · 2^(1 - bias - m), exact when the code fits (the bits
+  // shifted out are zero); the range test keeps a code that does not fit from shifting by more
+  // than a byte.
+  const int d = exponent - (1 - to::bias - m);
+  if (d >= 8 || d <= -8)
+    return 0;
+  return static_cast<std::uint8_t>(d >= 0 ? s.sig << d : s.sig >> -d);
+}
+
+/// Shifts one row's `count` block scales: out[i · out_stride] gets codes[i · stride] divided by
+/// 2^shift as a `To` code when the row fits (else out is untouched). Returns the shift.
+template <class From, class To>
+BLOCKSCALE_HOST_DEVICE scale_row_shift shift_scale_row(const std::uint8_t* codes, std::size_t count,
+                                                       std::uint8_t* out, std::size_t stride = 1,
+                                                       std::size_t out_stride = 1) noexcept {
+  scale_row_range<From> range;
+  for (std::size_t i = 0; i < count; ++i)
+    range.add(codes[i * stride]);
+  const scale_row_shift s = row_shift<From, To>(range);
+  if (s.fits)
+    for (std::size_t i = 0; i < count; ++i)
+      out[i * out_stride] = shift_scale_code<From, To>(codes[i * stride], s.shift);
+  return s;
+}
+
+} // namespace v0
+} // namespace blockscale

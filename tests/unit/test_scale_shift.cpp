@@ -1,0 +1,173 @@
+// Power-of-two row shifts of block scales onto a narrower scale format (block/scale_shift.hpp),
+// proven exhaustively against a brute-force search over decoded values:
+// - every code of UE5M3 (PTX and IEEE-style) and of UE4M3 against every shift from -64 to 64:
+//   `scale_code_fits` says whether some UE4M3 code times 2^shift equals the scale exactly, and
+//   `shift_scale_code` returns that code;
+// - rows: `row_shift` fits exactly when some shift fits every scale of the row, and then picks the
+//   smallest one; a range merged from parts equals the whole row's; NaN and Inf refuse a row.
+#include <blockscale/blockscale.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "catch.hpp"
+
+using namespace blockscale;
+
+namespace {
+
+template <class Format>
+double value_of(std::uint8_t code) {
+  return static_cast<double>(static_cast<float>(minifloat<Format>::from_bits(code)));
+}
+
+/// The To code whose value times 2^shift is From's `code` exactly, or -1: a search over every
+/// finite To code.
+template <class From, class To>
+int brute_force_code(std::uint8_t code, int shift) {
+  const double want = value_of<From>(code);
+  for (int c = 0; c <= format_traits<To>::max_code; ++c)
+    if (std::ldexp(value_of<To>(static_cast<std::uint8_t>(c)), shift) == want)
+      return c;
+  return -1;
+}
+
+template <class From, class To>
+void check_every_code_and_shift(long& fitting, long& checked) {
+  for (int code = 0; code <= 255; ++code) {
+    const auto c = static_cast<std::uint8_t>(code);
+    const bool finite = code <= format_traits<From>::max_code;
+    for (int shift = -64; shift <= 64; ++shift) {
+      const int want = finite ? brute_force_code<From, To>(c, shift) : -1;
+      INFO("code " << code << ", shift " << shift);
+      REQUIRE(scale_code_fits<From, To>(c, shift) == (want >= 0));
+      if (want >= 0) {
+        REQUIRE(shift_scale_code<From, To>(c, shift) == want);
+        ++fitting;
+      }
+      ++checked;
+    }
+  }
+}
+
+/// The smallest shift in [-64, 64] that fits every code of the row, or 65.
+template <class From, class To>
+int brute_force_row(const std::vector<std::uint8_t>& row) {
+  for (int shift = -64; shift <= 64; ++shift) {
+    bool all = true;
+    for (std::uint8_t c : row)
+      all = all && brute_force_code<From, To>(c, shift) >= 0;
+    if (all)
+      return shift;
+  }
+  return 65;
+}
+
+} // namespace
+
+TEST_CASE("every scale code against every shift, by brute force", "[scale-shift]") {
+  long fitting[3] = {}, checked[3] = {};
+  check_every_code_and_shift<ue5m3_format, ue4m3_format>(fitting[0], checked[0]);
+  check_every_code_and_shift<ue5m3_ieee_format, ue4m3_format>(fitting[1], checked[1]);
+  check_every_code_and_shift<ue4m3_format, ue4m3_format>(fitting[2], checked[2]);
+  for (long n : checked)
+    CHECK(n == 256 * 129);
+  WARN("(code, shift) pairs that fit, of " << checked[0] << " each: UE5M3 -> UE4M3 " << fitting[0]
+                                           << ", UE5M3 (IEEE-style) -> UE4M3 " << fitting[1]
+                                           << ", UE4M3 -> UE4M3 " << fitting[2]);
+
+  // Anchors: 448 (UE4M3's largest) shifts by 0, UE5M3's largest 1.75 · 2^16 by 8, its smallest
+  // subnormal 2^-17 by -8 (to 2^-9), and 1.875 · 2^8 (UE4M3's missing 480) needs a shift of 1.
+  using from = ue5m3_format;
+  using to = ue4m3_format;
+  const auto code_of = [](double v) {
+    for (int c = 0; c <= 255; ++c)
+      if (value_of<from>(static_cast<std::uint8_t>(c)) == v)
+        return static_cast<std::uint8_t>(c);
+    FAIL("no UE5M3 code for " << v);
+    return std::uint8_t{0};
+  };
+  CHECK(value_of<to>(shift_scale_code<from, to>(code_of(448.0), 0)) == 448.0);
+  CHECK(scale_code_fits<from, to>(code_of(114688.0), 8));
+  CHECK(!scale_code_fits<from, to>(code_of(114688.0), 7));
+  CHECK(shift_scale_code<from, to>(code_of(std::ldexp(1.0, -17)), -8) == 1);
+  CHECK(!scale_code_fits<from, to>(code_of(480.0), 0));
+  CHECK(value_of<to>(shift_scale_code<from, to>(code_of(480.0), 1)) == 240.0);
+}
+
+TEST_CASE("a row fits exactly when one shift fits all its scales", "[scale-shift]") {
+  using from = ue5m3_format;
+  using to = ue4m3_format;
+  std::mt19937 rng(20261207);
+  long rows = 0, fitting = 0;
+  for (int span : {4, 8, 12, 16, 17, 18, 19, 22, 30}) {
+    for (int trial = 0; trial < 300; ++trial) {
+      // Scales within `span` binades of a random top, some zero, some subnormal.
+      std::uniform_int_distribution<int> top_field(span > 30 ? 31 : span, 31);
+      const int top = top_field(rng);
+      std::uniform_int_distribution<int> field(top - span < 0 ? 0 : top - span, top);
+      std::uniform_int_distribution<int> mantissa(0, 7), blocks(1, 40), zero(0, 9);
+      std::vector<std::uint8_t> row(static_cast<std::size_t>(blocks(rng)));
+      for (auto& c : row) {
+        c = zero(rng) == 0 ? 0 : static_cast<std::uint8_t>(field(rng) << 3 | mantissa(rng));
+        if (c == 0xFF)
+          c = 0xFE;
+      }
+      bool all_zero = true;
+      for (std::uint8_t c : row)
+        all_zero = all_zero && c == 0;
+      const int want = all_zero ? 0 : brute_force_row<from, to>(row); // zeros: shift 0 by rule
+      std::vector<std::uint8_t> out(row.size(), 0xAA);
+      const scale_row_shift s = shift_scale_row<from, to>(row.data(), row.size(), out.data());
+      INFO("span " << span << ", trial " << trial);
+      REQUIRE(s.fits == (want <= 64));
+      if (s.fits) {
+        REQUIRE(s.shift == want);
+        for (std::size_t i = 0; i < row.size(); ++i)
+          REQUIRE(std::ldexp(value_of<to>(out[i]), s.shift) == value_of<from>(row[i]));
+        ++fitting;
+      } else {
+        for (std::uint8_t c : out)
+          REQUIRE(c == 0xAA);
+      }
+      // The range of two halves merged is the row's.
+      scale_row_range<from> left, right, whole;
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        (i < row.size() / 2 ? left : right).add(row[i]);
+        whole.add(row[i]);
+      }
+      left.merge(right);
+      REQUIRE(left.max_code == whole.max_code);
+      REQUIRE(left.min_lsb == whole.min_lsb);
+      ++rows;
+    }
+  }
+  WARN(fitting << " of " << rows << " random rows fit");
+  CHECK(fitting > 0);
+  CHECK(fitting < rows);
+}
+
+TEST_CASE("zero, NaN and Inf scales", "[scale-shift]") {
+  using to = ue4m3_format;
+  const std::uint8_t zeros[4] = {0, 0, 0, 0};
+  std::uint8_t out[4] = {9, 9, 9, 9};
+  const scale_row_shift z = shift_scale_row<ue5m3_format, to>(zeros, 4, out);
+  CHECK(z.fits);
+  CHECK(z.shift == 0);
+  CHECK(out[0] == 0);
+  const std::uint8_t with_nan[3] = {0x40, 0xFF, 0x41};
+  CHECK(!shift_scale_row<ue5m3_format, to>(with_nan, 3, out).fits);
+  const std::uint8_t with_inf[3] = {0xF0, 0xF8, 0xF1}; // 0xF8 is Inf in the IEEE-style variant
+  CHECK(!shift_scale_row<ue5m3_ieee_format, to>(with_inf, 3, out).fits);
+  CHECK(shift_scale_row<ue5m3_format, to>(with_inf, 3, out).fits); // a finite 2^16 in PTX's
+  // Strided rows: every other byte, into every third.
+  const std::uint8_t strided[6] = {0x40, 0xFF, 0x48, 0xFF, 0x50, 0xFF};
+  std::uint8_t spread[9] = {};
+  const scale_row_shift s = shift_scale_row<ue5m3_format, to>(strided, 3, spread, 2, 3);
+  REQUIRE(s.fits);
+  for (int i = 0; i < 3; ++i)
+    CHECK(std::ldexp(value_of<to>(spread[3 * i]), s.shift) ==
+          value_of<ue5m3_format>(strided[2 * i]));
+}
