@@ -370,6 +370,10 @@ struct run_result {
   std::vector<double> held_out;   // per evaluation point
   double seconds = 0.0;
   double amax_fraction = 0.0; // over the quantized operands of the quantized layers
+  // The quantized operands' rows and 128-row tiles whose scales shift onto UE4M3 exactly (UE5M3
+  // and UE4M3 scales; NaN for the others)
+  double ue4m3_rows = NAN, ue4m3_tiles = NAN;
+  std::array<scale_shift_census, gemm_operand_count> ue4m3_shifts{}; // per operand
   std::array<double, gemm_operand_count> sqnr_db{}; // mean over layers; NaN when not quantized
 };
 
@@ -490,6 +494,7 @@ struct experiment {
 
     // Statistics of the quantized operands of the quantized layers.
     std::uint64_t calls = 0, measurements = 0;
+    scale_shift_census shifts;
     for (int op = 0; op < gemm_operand_count; ++op) {
       const auto operand = static_cast<gemm_operand>(op);
       double sum = 0.0;
@@ -500,6 +505,15 @@ struct experiment {
         const operand_statistics& stats = s.layers[l].statistics(operand);
         calls += stats.calls;
         measurements += stats.amax_measurements;
+        scale_shift_census& per = result.ue4m3_shifts[op];
+        per.rows += stats.ue4m3_shifts.rows;
+        per.fitting_rows += stats.ue4m3_shifts.fitting_rows;
+        per.tiles += stats.ue4m3_shifts.tiles;
+        per.fitting_tiles += stats.ue4m3_shifts.fitting_tiles;
+        shifts.rows += stats.ue4m3_shifts.rows;
+        shifts.fitting_rows += stats.ue4m3_shifts.fitting_rows;
+        shifts.tiles += stats.ue4m3_shifts.tiles;
+        shifts.fitting_tiles += stats.ue4m3_shifts.fitting_tiles;
         if (stats.error_samples != 0) {
           sum += stats.mean_sqnr_db();
           ++count;
@@ -509,6 +523,10 @@ struct experiment {
     }
     result.quantized = calls != 0;
     result.amax_fraction = calls == 0 ? 0.0 : double(measurements) / double(calls);
+    if (shifts.rows != 0) {
+      result.ue4m3_rows = double(shifts.fitting_rows) / double(shifts.rows);
+      result.ue4m3_tiles = double(shifts.fitting_tiles) / double(shifts.tiles);
+    }
     return result;
   }
 };
@@ -532,6 +550,8 @@ void print_table(const std::vector<run_result>& runs) {
                                   "gap train", "gap held-out", "amax"};
   for (int op = 0; op < gemm_operand_count; ++op)
     header.push_back(to_string(static_cast<gemm_operand>(op)));
+  header.push_back("UE4M3 rows");
+  header.push_back("UE4M3 tiles");
   header.push_back("seconds");
   rows.push_back(header);
   const double hp_train = final_loss(runs[0]), hp_held_out = runs[0].held_out.back();
@@ -545,6 +565,8 @@ void print_table(const std::vector<run_result>& runs) {
     row.push_back(r.quantized ? format("%.1f%%", 100.0 * r.amax_fraction) : "-");
     for (double sqnr : r.sqnr_db)
       row.push_back(std::isnan(sqnr) ? "-" : format("%.1f", sqnr));
+    for (double f : {r.ue4m3_rows, r.ue4m3_tiles})
+      row.push_back(std::isnan(f) ? "-" : format("%.3f%%", 100.0 * f));
     row.push_back(format("%.1f", r.seconds));
     rows.push_back(row);
   }
@@ -870,6 +892,10 @@ void print_summary(const std::vector<run_result>& runs, std::size_t tail, int st
       "                      whole tensor: the cost of the tensor scale\n"
       "  Fprop X .. Wgrad X  SQNR in dB of each GEMM operand's quantization, measured every\n"
       "                      %s, averaged over the layers (higher is better)\n"
+      "  UE4M3 rows, tiles   share of the quantized operands' rows (and 128-row tiles) whose\n"
+      "                      block scales one power of two per row turns into UE4M3 codes\n"
+      "                      exactly: what runs on NVFP4 tensor cores bit for bit (UE5M3 scales;\n"
+      "                      UE4M3's trivially; '-' for UE8M0)\n"
       "  seconds             wall time of training and evaluation; host emulation, not the speed\n"
       "                      of FP4 hardware\n",
       step_count(tail).c_str(), held_out_rows, step_count(stride).c_str());
@@ -907,6 +933,20 @@ void print_summary(const std::vector<run_result>& runs, std::size_t tail, int st
       ranking(runs, mean_sqnr, true, [&](const run_result& r) {
         return format("%.1f dB", mean_sqnr(r));
       }).c_str());
+  for (const run_result& r : runs) {
+    if (std::isnan(r.ue4m3_rows) || r.ue4m3_rows == 1.0)
+      continue;
+    std::printf("  UE4M3 rows     %s, per operand (rows / 128-row tiles):", r.name.c_str());
+    for (int op = 0; op < gemm_operand_count; ++op) {
+      const scale_shift_census& c = r.ue4m3_shifts[op];
+      if (c.rows != 0)
+        std::printf("%s %s %.2f%% / %.2f%%", op == 0 ? "" : ",",
+                    to_string(static_cast<gemm_operand>(op)),
+                    100.0 * double(c.fitting_rows) / double(c.rows),
+                    100.0 * double(c.fitting_tiles) / double(c.tiles));
+    }
+    std::printf("\n");
+  }
 }
 
 } // namespace

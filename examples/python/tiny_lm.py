@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import blockscale as bs
 import blockscale.torch as bst
 
 
@@ -199,6 +200,7 @@ class TrainConfig:
     model: ModelConfig
     device: str = "cpu"
     gemm: str = "auto"  # blockscale.torch's choice of GEMM for the quantized linears
+    shift_census: bool = False  # count the UE5M3 operands' rows whose scales shift onto UE4M3
 
 
 def learning_rate(step: int, cfg: TrainConfig) -> float:
@@ -250,6 +252,23 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
         model.train()
         return loss
 
+    # With --shift-census: every UE5M3-FP4 operand quantized in training, per GEMM operand role,
+    # counted by the rows (and 128-row tiles) whose block scales one power of two per row turns
+    # into UE4M3 codes exactly (QuantizedTensor.ue4m3_shift_census).
+    census: dict[str, dict[str, int]] = {}
+
+    def count_shifts(role: str, q: bs.QuantizedTensor) -> None:
+        if model.training and q.format == "ue5m3_fp4":
+            totals = census.setdefault(role, dict.fromkeys(
+                ("operands", "rows", "fitting_rows", "tiles", "fitting_tiles"), 0))
+            totals["operands"] += 1
+            for key, value in q.ue4m3_shift_census().items():
+                totals[key] += value
+
+    if cfg.shift_census:
+        for quantizers in bst.quantizers_of(model):
+            quantizers.observe(count_shifts)
+
     rows: list[tuple[int, float, Optional[float]]] = []
     # Wall time, and this process's CPU time, which other load on the machine does not inflate.
     start, start_cpu = time.perf_counter(), time.process_time()
@@ -281,6 +300,7 @@ def train_one(job: tuple[str, int, TrainConfig]) -> dict:
         "amax_measurements": sum(p.amax_measurements for p in policies),
         "quantize_calls": sum(p.calls for p in policies),
         "params": sum(p.numel() for p in model.parameters()),
+        "shift_census": census,
     }
 
 
@@ -402,6 +422,23 @@ def summarize(results: list[dict], recipes: list[str], total_wall: float, cfg: T
                 cell += f" ({100 * (v - base[seed]) / base[seed]:+.2f}%)"
             cells.append(cell)
         lines.append(f"  {r:<16}" + ", ".join(cells))
+    censuses = [res for res in results if res.get("shift_census")]
+    if censuses:
+        lines += ["", "UE5M3-FP4 operands whose block scales shift onto UE4M3 exactly (one power "
+                      "of two per row), summed over the runs' training steps:",
+                  f"  {'recipe':<16}{'role':<10}{'operands':>10}{'rows %':>10}{'tiles %':>10}"]
+        for r in recipes:
+            roles: dict[str, dict[str, int]] = {}
+            for res in censuses:
+                if res["recipe"] == r:
+                    for role, t in res["shift_census"].items():
+                        into = roles.setdefault(role, dict.fromkeys(t, 0))
+                        for key, value in t.items():
+                            into[key] += value
+            for role, t in sorted(roles.items()):
+                lines.append(f"  {r:<16}{role:<10}{t['operands']:>10}"
+                             f"{100 * t['fitting_rows'] / max(t['rows'], 1):>10.3f}"
+                             f"{100 * t['fitting_tiles'] / max(t['tiles'], 1):>10.3f}")
     lines += ["",
               "amax passes and quantize calls: per run, summed over all training policies; "
               "ms/step and × HP: the wall time of a training step (with its validations) and its "
@@ -438,6 +475,9 @@ def main() -> None:
                         help="the quantized GEMMs: auto (on cuda the device GEMM where it takes "
                              "the operands, else torch's float32 matmul on the dequantized "
                              "operands; on cpu always the latter), matmul, or device")
+    parser.add_argument("--shift-census", action="store_true",
+                        help="count, per GEMM operand, the UE5M3-FP4 rows and 128-row tiles whose "
+                             "block scales shift onto UE4M3 exactly (written to census.csv)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("tiny_lm_out"),
                         help="output folder")
     args = parser.parse_args()
@@ -450,6 +490,7 @@ def main() -> None:
                           layers=args.layers),
         device=args.device,
         gemm=args.gemm,
+        shift_census=args.shift_census,
     )
     if args.device != "cpu":
         args.jobs = 1  # one process drives the GPU
@@ -481,6 +522,16 @@ def main() -> None:
             w.writerow([res["recipe"], res["seed"], f"{res['rows'][-1][2]:.6f}",
                         f"{res['wall_s']:.1f}", f"{res['cpu_s']:.1f}", res["amax_measurements"],
                         res["quantize_calls"]])
+
+    if args.shift_census:
+        with open(args.out / "census.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["recipe", "seed", "role", "operands", "rows", "fitting_rows", "tiles",
+                        "fitting_tiles"])
+            for res in results:
+                for role, t in sorted(res["shift_census"].items()):
+                    w.writerow([res["recipe"], res["seed"], role, t["operands"], t["rows"],
+                                t["fitting_rows"], t["tiles"], t["fitting_tiles"]])
 
     curves = {}
     for r in args.recipes:

@@ -1,8 +1,9 @@
 // blockscale-inspect: how every 2-D tensor of a checkpoint (safetensors or .npy; files or a
 // folder) would fare under UE5M3-FP4, NVFP4 and MXFP4 (floor and rceil), with and without the
 // randomized Hadamard transform: SQNR, relative MSE, clipped and flushed fractions, saturated and
-// zero block scales, and the binades of block scales used. Every other tensor is skipped and named
-// on stderr with the reason. docs/checkpoints.md has an example.
+// zero block scales, the binades of block scales used, and for UE5M3-FP4 the share of rows (and
+// of 128-row tiles) whose scales shift onto UE4M3 exactly (block/scale_shift.hpp). Every other
+// tensor is skipped and named on stderr with the reason. docs/checkpoints.md has an example.
 #include "tool_support.hpp"
 
 #include <blockscale/io/npy.hpp>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -233,6 +235,10 @@ struct result {
   quantization_error error;
   int min_binade = 0, max_binade = 0; ///< floor(log2) of the smallest and largest nonzero scale
   bool any_scale = false;
+  /// UE5M3-FP4: the rows whose scales shift onto UE4M3 (block/scale_shift.hpp), and the tiles of
+  /// 128 rows that do entirely — what would run on NVFP4's block-scaled MMA exactly.
+  bool has_shift_census = false;
+  scale_shift_census shift_census;
 };
 
 template <class F, class T>
@@ -250,7 +256,11 @@ result inspect_with(format_choice choice, bool hadamard, matrix_view<const T> x)
     options.encode_scale =
         encode_scale_from_amax(tensor_scale_numerator<F>(8), measure_amax<F>(x, options));
   const quantized_matrix<F> q = quantize<F>(x, options);
-  result r{choice, hadamard, options.encode_scale, measure_error(x, q)};
+  result r{choice, hadamard, options.encode_scale, measure_error(x, q), 0, 0, false, false, {}};
+  if constexpr (std::is_same<typename F::scale_type, ue5m3>::value) {
+    r.has_shift_census = true;
+    r.shift_census = census_of_shifts<ue4m3_format>(q.view());
+  }
   for (std::size_t i = 0; i < q.storage().scale_bytes; ++i) {
     const auto scale = static_cast<float>(F::scale_type::from_bits(q.scale_data()[i]));
     if (!(scale > 0.0f) || !std::isfinite(scale))
@@ -290,6 +300,14 @@ std::string exact(double value) {
   std::snprintf(text, sizeof text, "%.17g", value);
   return text;
 }
+std::string shifted_rows(const result& r) {
+  const scale_shift_census& c = r.shift_census;
+  return r.has_shift_census && c.rows ? percent(double(c.fitting_rows) / double(c.rows)) : "-";
+}
+std::string shifted_tiles_csv(const result& r) {
+  const scale_shift_census& c = r.shift_census;
+  return r.has_shift_census && c.tiles ? exact(double(c.fitting_tiles) / double(c.tiles)) : "";
+}
 std::string binades(const result& r) {
   return r.any_scale ? std::to_string(r.min_binade) + ".." + std::to_string(r.max_binade) : "-";
 }
@@ -304,7 +322,8 @@ void write_output(const std::string& path, const std::string& text) {
 std::string csv(const std::vector<tensor>& tensors, const std::vector<std::vector<result>>& all) {
   std::string out = "tensor,rows,cols,dtype,format,hadamard,sqnr_db,relative_mse,clipped_fraction,"
                     "flushed_fraction,max_abs_error,blocks,saturated_scales,zero_scales,"
-                    "nan_scales,min_scale_binade,max_scale_binade,encode_scale\n";
+                    "nan_scales,min_scale_binade,max_scale_binade,encode_scale,"
+                    "ue4m3_rows_fraction,ue4m3_tiles_fraction\n";
   for (std::size_t t = 0; t < tensors.size(); ++t)
     for (const result& r : all[t]) {
       const quantization_error& e = r.error;
@@ -316,7 +335,11 @@ std::string csv(const std::vector<tensor>& tensors, const std::vector<std::vecto
              std::to_string(e.blocks) + "," + std::to_string(e.saturated_scales) + "," +
              std::to_string(e.zero_scales) + "," + std::to_string(e.nan_scales) + "," +
              (r.any_scale ? std::to_string(r.min_binade) : "") + "," +
-             (r.any_scale ? std::to_string(r.max_binade) : "") + "," + exact(r.encode_scale) + "\n";
+             (r.any_scale ? std::to_string(r.max_binade) : "") + "," + exact(r.encode_scale) + "," +
+             (r.has_shift_census && r.shift_census.rows
+                  ? exact(double(r.shift_census.fitting_rows) / double(r.shift_census.rows))
+                  : "") +
+             "," + shifted_tiles_csv(r) + "\n";
     }
   return out;
 }
@@ -350,6 +373,13 @@ std::string to_json(const std::vector<tensor>& tensors, const std::vector<std::v
       j["nan_scales"] = e.nan_scales;
       j["scale_binades"] = r.any_scale ? json({r.min_binade, r.max_binade}) : json(nullptr);
       j["encode_scale"] = r.encode_scale;
+      if (r.has_shift_census)
+        j["ue4m3_shift"] = {{"rows", r.shift_census.rows},
+                            {"fitting_rows", r.shift_census.fitting_rows},
+                            {"tiles", r.shift_census.tiles},
+                            {"fitting_tiles", r.shift_census.fitting_tiles}};
+      else
+        j["ue4m3_shift"] = nullptr;
       results.push_back(j);
     }
     item["results"] = results;
@@ -366,7 +396,7 @@ std::string to_json(const std::vector<tensor>& tensors, const std::vector<std::v
 std::string table(const std::vector<tensor>& tensors, const std::vector<std::vector<result>>& all) {
   std::vector<std::vector<std::string>> rows = {{"tensor", "shape", "format", "RHT", "SQNR dB",
                                                  "rel MSE", "clip %", "flush %", "sat", "zero",
-                                                 "scale binades"}};
+                                                 "scale binades", "UE4M3 rows %"}};
   for (std::size_t t = 0; t < tensors.size(); ++t)
     for (const result& r : all[t]) {
       const quantization_error& e = r.error;
@@ -375,7 +405,7 @@ std::string table(const std::vector<tensor>& tensors, const std::vector<std::vec
                       format_names[static_cast<int>(r.format)], r.hadamard ? "yes" : "no",
                       fixed(e.sqnr_db, 2), fixed(e.relative_mse, 6), percent(e.clipped_fraction),
                       percent(e.flushed_fraction), std::to_string(e.saturated_scales),
-                      std::to_string(e.zero_scales), binades(r)});
+                      std::to_string(e.zero_scales), binades(r), shifted_rows(r)});
     }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)

@@ -189,6 +189,8 @@ class OperandQuantizer:
         self.policies = {mode: spec.tensor_scale.make(spec.format) for mode in ("train", "eval")}
         self.device_policies: dict = {}
         self.amax_hook: Optional[Callable[[torch.Tensor], Any]] = None
+        # Called with (role, QuantizedTensor) after every quantization (LinearQuantizers.observe).
+        self.observer: Optional[Callable[[str, QuantizedTensor], Any]] = None
 
     def policy(self, t: torch.Tensor, training: bool) -> Any:
         mode = "train" if training else "eval"
@@ -211,7 +213,10 @@ class OperandQuantizer:
                       hadamard_signs=self.hadamard_sign_mask, seed=self.seed, offset=step)
         if self.spec.rule is not None:
             kwargs["rule"] = self.spec.rule
-        return quantize(t.detach(), self.spec.format, policy=self.policy(t, training), **kwargs)
+        q = quantize(t.detach(), self.spec.format, policy=self.policy(t, training), **kwargs)
+        if self.observer is not None:
+            self.observer(self.role, q)
+        return q
 
     def __call__(self, t: torch.Tensor, step: int, training: bool) -> torch.Tensor:
         """float32 values of t quantized and dequantized (of tᵀ when columnwise), on t's device;
@@ -248,6 +253,12 @@ class LinearQuantizers:
         tensor scales of data-parallel ranks equal."""
         for op in self.ops.values():
             op.amax_hook = hook
+
+    def observe(self, observer: Optional[Callable[[str, QuantizedTensor], Any]]) -> None:
+        """Calls observer(role, q) with every operand this layer quantizes (None: stop), e.g. to
+        measure its block scales; the observer must not change q."""
+        for op in self.ops.values():
+            op.observer = observer
 
     def policies(self) -> list:
         """The training policies (host objects; device ones read back)."""

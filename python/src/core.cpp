@@ -182,6 +182,25 @@ void dequantize(const std::string& format, const bs::quantized_shape& shape, con
   ops.dequantize(q, o, padded, threads);
 }
 
+/// The rows and row tiles of a quantized matrix whose block scales shift onto UE4M3 exactly.
+nb::dict ue4m3_shift_census(const std::string& format, const bs::quantized_shape& shape,
+                            const input& elements, const input& scales, std::size_t tile_rows) {
+  const bs::block_format_ops& ops = format_named(format);
+  const float decode_scale = 1.0f; // not read: the census looks at the block scales only
+  const auto q = storage_of<const std::uint8_t>(shape, elements, scales, &decode_scale);
+  bs::scale_shift_census c;
+  {
+    nb::gil_scoped_release unlocked;
+    c = ops.ue4m3_shift_census(q, tile_rows);
+  }
+  nb::dict d;
+  d["rows"] = c.rows;
+  d["fitting_rows"] = c.fitting_rows;
+  d["tiles"] = c.tiles;
+  d["fitting_tiles"] = c.fitting_tiles;
+  return d;
+}
+
 /// One GEMM operand from Python: a quantized tensor's arrays, or (format empty) a float32 matrix.
 struct operand {
   std::string format;
@@ -590,6 +609,8 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
   m.def("dequantize", &dequantize, nb::arg("format"), nb::arg("shape"), nb::arg("elements"),
         nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
         nb::arg("padded"), nb::arg("threads"));
+  m.def("ue4m3_shift_census", &ue4m3_shift_census, nb::arg("format"), nb::arg("shape"),
+        nb::arg("elements"), nb::arg("scales"), nb::arg("tile_rows"));
   m.def("gemm_reference",
         [](const std::string& format_a, const bs::quantized_shape& shape_a, const input& elements_a,
            const input& scales_a, float decode_a, const input& values_a,

@@ -268,3 +268,23 @@ def test_reversed_and_transposed_views_are_copied_not_refused(rng):
     for view in (x[::-1], x[:, ::-1], np.asfortranarray(x), x.T.T[::2]):
         np.testing.assert_array_equal(bs.quantize(view, "nvfp4").elements,
                                       bs.quantize(np.ascontiguousarray(view), "nvfp4").elements)
+
+
+def test_ue4m3_shift_census():
+    """Rows whose block scales span more than UE4M3 holds are counted out, and the tiles holding
+    them; the rule is the C++ library's (block/scale_shift.hpp)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 256)).astype(np.float32)
+    wide = [3, 140, 141]
+    for r in wide:  # one block 10^4 times larger and one 10^2 times smaller: 20 binades apart
+        x[r, :16] *= 1e4
+        x[r, -16:] *= 1e-2
+    for layout in ("row_major", "tensor_core"):
+        q = bs.quantize(x, "ue5m3_fp4", layout=layout)
+        assert q.ue4m3_shift_census() == dict(rows=300, fitting_rows=297, tiles=3, fitting_tiles=1)
+        assert q.ue4m3_shift_census(tile_rows=1)["fitting_tiles"] == 297
+    assert bs.quantize(x, "nvfp4").ue4m3_shift_census()["fitting_rows"] == 300  # UE4M3 already
+    with pytest.raises(ValueError, match="ue8m0 scales do not shift onto UE4M3"):
+        bs.quantize(x, "mxfp4").ue4m3_shift_census()
+    with pytest.raises(ValueError, match="tile_rows"):
+        bs.quantize(x, "ue5m3_fp4").ue4m3_shift_census(tile_rows=0)

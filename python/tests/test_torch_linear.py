@@ -222,3 +222,17 @@ def test_gemm_choice_on_the_cpu():
     assert not bs.gemm_takes(nvfp4, nvfp4)
     with pytest.raises(ValueError, match="gemm: a is on the CPU"):
         bs.gemm(nvfp4, nvfp4)
+
+
+def test_observers_see_every_quantized_operand():
+    layer = bst.Linear(64, 32, recipe="ue5m3_fp4", seed=1)
+    seen = []
+    layer.quantizers.observe(lambda role, q: seen.append((role, q.format, q.shape)))
+    x = torch.randn(16, 64, requires_grad=True)
+    layer(x).sum().backward()
+    assert seen == [("fprop_x", "ue5m3_fp4", (16, 64)), ("fprop_w", "ue5m3_fp4", (32, 64)),
+                    ("dgrad_dy", "ue5m3_fp4", (16, 32)), ("dgrad_w", "ue5m3_fp4", (64, 32)),
+                    ("wgrad_dy", "ue5m3_fp4", (32, 16)), ("wgrad_x", "ue5m3_fp4", (64, 16))]
+    layer.quantizers.observe(None)
+    layer(x).sum().backward()
+    assert len(seen) == 6

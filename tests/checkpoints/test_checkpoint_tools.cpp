@@ -755,11 +755,20 @@ TEST_CASE("blockscale-inspect reports what the library measures") {
       } else if (format == "ue5m3_fp4") {
         options.encode_scale = encode_scale_from_amax(tensor_scale_numerator<ue5m3_fp4>(8),
                                                       measure_amax<ue5m3_fp4>(x, options));
-        e = measure_error(x, quantize<ue5m3_fp4>(x, options));
+        const auto q = quantize<ue5m3_fp4>(x, options);
+        e = measure_error(x, q);
+        // The rows (and 128-row tiles) whose scales shift onto UE4M3, from the library.
+        const scale_shift_census c = census_of_shifts<ue4m3_format>(q.view());
+        CHECK(r["ue4m3_shift"] == json({{"rows", c.rows},
+                                        {"fitting_rows", c.fitting_rows},
+                                        {"tiles", c.tiles},
+                                        {"fitting_tiles", c.fitting_tiles}}));
       } else {
         options.rule = format == "mxfp4_floor" ? scale_rules::ocp_floor() : scale_rules::rceil();
         e = measure_error(x, quantize<mxfp4>(x, options));
       }
+      if (format != "ue5m3_fp4")
+        CHECK(r["ue4m3_shift"].is_null());
       CHECK(r["encode_scale"].get<float>() == options.encode_scale);
       CHECK(r["sqnr_db"].get<double>() == e.sqnr_db);
       CHECK(r["relative_mse"].get<double>() == e.relative_mse);

@@ -171,3 +171,50 @@ TEST_CASE("zero, NaN and Inf scales", "[scale-shift]") {
     CHECK(std::ldexp(value_of<to>(spread[3 * i]), s.shift) ==
           value_of<ue5m3_format>(strided[2 * i]));
 }
+
+TEST_CASE("the census of a quantized matrix counts its fitting rows and tiles", "[scale-shift]") {
+  // Rows whose values span few binades fit; a row with one huge and one tiny block does not.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (scale_layout layout : {scale_layout::row_major, scale_layout::tensor_core}) {
+    const std::size_t rows = 300, cols = 256;
+    std::vector<float> x(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const bool wide = r % 7 == 3; // blocks 2^20 apart: more than UE4M3 spans
+        const float magnitude = wide && c < 16 ? 1e4f : wide && c >= 240 ? 1e-2f : 1.0f;
+        x[r * cols + c] = normal(rng) * magnitude;
+      }
+    quantize_options options;
+    options.layout = layout;
+    const auto q = quantize<ue5m3_fp4>(matrix_view<const float>(x.data(), rows, cols), options);
+    const scale_shift_census census = census_of_shifts<ue4m3_format>(q.view(), 128);
+    std::size_t fitting = 0, tiles = 0, fitting_tiles = 0;
+    bool tile = true;
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::vector<std::uint8_t> codes(q.view().blocks_per_row()), out(codes.size());
+      for (std::size_t kb = 0; kb < codes.size(); ++kb)
+        codes[kb] = q.view().scales()[q.view().scale_index(r, kb)];
+      const bool fits =
+          shift_scale_row<ue5m3_format, ue4m3_format>(codes.data(), codes.size(), out.data()).fits;
+      CHECK(fits == (r % 7 != 3));
+      fitting += fits;
+      tile = tile && fits;
+      if ((r + 1) % 128 == 0 || r + 1 == rows) {
+        ++tiles;
+        fitting_tiles += tile;
+        tile = true;
+      }
+    }
+    CHECK(census.rows == rows);
+    CHECK(census.fitting_rows == fitting);
+    CHECK(census.tiles == 3);
+    CHECK(census.tiles == tiles);
+    CHECK(census.fitting_tiles == fitting_tiles);
+    CHECK(census.fitting_tiles == 0); // every tile holds a wide row
+    CHECK(census_of_shifts<ue4m3_format>(q.view(), 1).fitting_tiles == fitting);
+  }
+  const auto q = quantize<ue5m3_fp4>(matrix_view<const float>(nullptr, 0, 0));
+  CHECK(census_of_shifts<ue4m3_format>(q.view()).tiles == 0);
+  CHECK_THROWS_AS(census_of_shifts<ue4m3_format>(q.view(), 0), std::invalid_argument);
+}

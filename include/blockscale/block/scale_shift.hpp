@@ -33,9 +33,11 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 
 #include "../config.hpp"
 #include "../numeric/format.hpp"
+#include "quantized_view.hpp"
 
 namespace blockscale {
 inline namespace v0 {
@@ -218,6 +220,40 @@ BLOCKSCALE_HOST_DEVICE scale_row_shift shift_scale_row(const std::uint8_t* codes
     for (std::size_t i = 0; i < count; ++i)
       out[i * out_stride] = shift_scale_code<From, To>(codes[i * stride], s.shift);
   return s;
+}
+
+/// How much of a quantized matrix takes the shifted scales: its rows, the rows that fit, and its
+/// tiles of `tile_rows` consecutive rows (the last may be shorter) with the tiles whose rows all
+/// fit — a GEMM tile whose A rows and B rows all fit can run on the narrower format's MMA.
+struct scale_shift_census {
+  std::size_t rows = 0, fitting_rows = 0;
+  std::size_t tiles = 0, fitting_tiles = 0;
+};
+
+/// The census of q's rows shifted onto the scale format `To` (either scale layout).
+template <class To, class Format, class Byte>
+scale_shift_census census_of_shifts(basic_quantized_view<Format, Byte> q,
+                                    std::size_t tile_rows = 128) {
+  using from = typename Format::scale_type::format;
+  if (tile_rows == 0)
+    throw std::invalid_argument("census_of_shifts: tile_rows must be positive");
+  scale_shift_census census;
+  census.rows = q.rows();
+  bool tile_fits = true;
+  for (std::size_t r = 0; r < q.rows(); ++r) {
+    scale_row_range<from> range;
+    for (std::size_t kb = 0; kb < q.blocks_per_row(); ++kb)
+      range.add(q.scales()[q.scale_index(r, kb)]);
+    const bool fits = row_shift<from, To>(range).fits;
+    census.fitting_rows += fits ? 1 : 0;
+    tile_fits = tile_fits && fits;
+    if ((r + 1) % tile_rows == 0 || r + 1 == q.rows()) {
+      ++census.tiles;
+      census.fitting_tiles += tile_fits ? 1 : 0;
+      tile_fits = true;
+    }
+  }
+  return census;
 }
 
 } // namespace v0

@@ -25,6 +25,7 @@
 #include "../block/quantized_shape.hpp"
 #include "../block/quantized_view.hpp"
 #include "../block/scale_rule.hpp"
+#include "../block/scale_shift.hpp"
 #include "../block/tensor_scale.hpp"
 #include "../config.hpp"
 #include "../contract/erased.hpp"
@@ -72,6 +73,10 @@ struct block_format_ops {
   gemm::detail::operand_summary (*summary)(const any_const_quantized& q);
   gemm::detail::decoded_operand (*decode)(const any_const_quantized& q, std::size_t length,
                                           bool apply_scales);
+  /// census_of_shifts<ue4m3_format> (block/scale_shift.hpp): the rows and tiles of `tile_rows`
+  /// rows whose block scales shift onto UE4M3 exactly; for scale formats with UE4M3's mantissa
+  /// (UE4M3, UE5M3), std::invalid_argument for the others.
+  scale_shift_census (*ue4m3_shift_census)(const any_const_quantized& q, std::size_t tile_rows);
 };
 
 /// A list of tables as one module hands it to another, with what guards the crossing.
@@ -178,6 +183,16 @@ struct format_ops_impl {
                                               bool apply_scales) {
     return gemm::detail::decode(view_of<Format>(q), length, apply_scales);
   }
+  static scale_shift_census ue4m3_shift_census(const any_const_quantized& q,
+                                               std::size_t tile_rows) {
+    using scale_format = typename Format::scale_type::format;
+    if constexpr (detail::shiftable_scale_formats<scale_format, ue4m3_format>())
+      return census_of_shifts<ue4m3_format>(view_of<Format>(q), tile_rows);
+    else
+      throw std::invalid_argument(std::string("ue4m3_shift_census: ") +
+                                  scalar_format_label<typename Format::scale_type>() +
+                                  " scales do not shift onto UE4M3 (3 mantissa bits, unsigned)");
+  }
 };
 
 /// The part names, made once per format.
@@ -210,7 +225,8 @@ block_format_ops make_block_format_ops(const char* name) {
           &impl::quantize_into,
           &impl::dequantize,
           &impl::summary,
-          &impl::decode};
+          &impl::decode,
+          &impl::ue4m3_shift_census};
 }
 
 /// The presets' tables, in the order of `preset_formats` (their names from `preset_names`).

@@ -16,6 +16,7 @@
 #include "../block/block_format.hpp"
 #include "../block/hadamard.hpp"
 #include "../block/matrix_view.hpp"
+#include "../block/scale_shift.hpp"
 #include "../block/tensor_scale.hpp"
 #include "../config.hpp"
 #include "../contract/registry.hpp"
@@ -92,6 +93,10 @@ struct operand_statistics {
   std::uint64_t saturated_scales = 0;
   std::uint64_t zero_scales = 0;
   std::uint64_t blocks = 0;
+  /// For formats whose block scales shift onto UE4M3 (UE5M3, UE4M3; zero for the others), summed
+  /// over the calls: the quantized rows, those whose scales one power of two turns into UE4M3
+  /// codes exactly, and the same for tiles of 128 rows (census_of_shifts, block/scale_shift.hpp).
+  scale_shift_census ue4m3_shifts;
 
   double mean_sqnr_db() const noexcept {
     return error_samples == 0 ? NAN : sqnr_db_sum / static_cast<double>(error_samples);
@@ -226,6 +231,14 @@ private:
     stats_.saturated_scales += q.stats().saturated_scales;
     stats_.zero_scales += q.stats().zero_scales;
     stats_.blocks += q.stats().blocks;
+    if constexpr (detail::shiftable_scale_formats<typename BlockFormat::scale_type::format,
+                                                  ue4m3_format>()) {
+      const scale_shift_census c = census_of_shifts<ue4m3_format>(q.view());
+      stats_.ue4m3_shifts.rows += c.rows;
+      stats_.ue4m3_shifts.fitting_rows += c.fitting_rows;
+      stats_.ue4m3_shifts.tiles += c.tiles;
+      stats_.ue4m3_shifts.fitting_tiles += c.fitting_tiles;
+    }
     rows_ = q.rows();
     padded_cols_ = q.padded_cols();
     values_.resize(rows_ * padded_cols_);
