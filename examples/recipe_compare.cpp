@@ -893,9 +893,9 @@ void print_summary(const std::vector<run_result>& runs, std::size_t tail, int st
       "  Fprop X .. Wgrad X  SQNR in dB of each GEMM operand's quantization, measured every\n"
       "                      %s, averaged over the layers (higher is better)\n"
       "  UE4M3 rows, tiles   share of the quantized operands' rows (and 128-row tiles) whose\n"
-      "                      block scales one power of two per row turns into UE4M3 codes\n"
-      "                      exactly: what runs on NVFP4 tensor cores bit for bit (UE5M3 scales;\n"
-      "                      UE4M3's trivially; '-' for UE8M0)\n"
+      "                      block scales one power of two per row turns exactly\n"
+      "                      into normal UE4M3 codes: what NVFP4 tensor cores run bit for bit\n"
+      "                      (UE5M3 scales; '-' for UE4M3's, native already, and UE8M0's)\n"
       "  seconds             wall time of training and evaluation; host emulation, not the speed\n"
       "                      of FP4 hardware\n",
       step_count(tail).c_str(), held_out_rows, step_count(stride).c_str());

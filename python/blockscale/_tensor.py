@@ -303,19 +303,20 @@ class QuantizedTensor:
             codes = self.scales[scale_offsets(self.shape_info.layout, rows, blocks)]
         return decode(codes, self.scale_format)
 
-    def ue4m3_shift_census(self, tile_rows: int = 128) -> dict:
+    def ue4m3_shift_census(self, tile_rows: int = 128, target: str = "normals") -> dict:
         """How many rows, and tiles of `tile_rows` consecutive rows, have block scales that one
-        power of two per row turns into UE4M3 codes exactly (C++ block/scale_shift.hpp): what
-        could run on NVFP4's block-scaled tensor cores bit for bit. A dict of "rows",
-        "fitting_rows", "tiles", "fitting_tiles"; for UE5M3 and UE4M3 scales (ValueError for
-        others). A CUDA tensor's scales are read from a CPU copy."""
+        power of two per row turns into UE4M3 codes exactly (C++ block/scale_shift.hpp):
+        target "normals" (normal numbers of both formats: what NVFP4's block-scaled tensor cores
+        run bit for bit) or "values" (any UE4M3 code). A dict of "rows", "fitting_rows", "tiles",
+        "fitting_tiles"; for UE5M3 and UE4M3 scales (ValueError for others). A CUDA tensor's
+        scales are read from a CPU copy."""
         from ._quantize import _integer
 
         if self.is_cuda:
-            return self.to("cpu").ue4m3_shift_census(tile_rows)
+            return self.to("cpu").ue4m3_shift_census(tile_rows, target)
         tile_rows = _integer(tile_rows, "tile_rows", 1, 1 << 62)
         return _core.ue4m3_shift_census(self.format, self.shape_info, self.elements, self.scales,
-                                        tile_rows)
+                                        tile_rows, target)
 
     def element_codes(self) -> np.ndarray:
         """The element codes unpacked, uint8 [rows, padded_cols] (numpy, on the CPU)."""

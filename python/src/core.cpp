@@ -184,14 +184,18 @@ void dequantize(const std::string& format, const bs::quantized_shape& shape, con
 
 /// The rows and row tiles of a quantized matrix whose block scales shift onto UE4M3 exactly.
 nb::dict ue4m3_shift_census(const std::string& format, const bs::quantized_shape& shape,
-                            const input& elements, const input& scales, std::size_t tile_rows) {
+                            const input& elements, const input& scales, std::size_t tile_rows,
+                            const std::string& target) {
+  if (target != "normals" && target != "values")
+    throw std::invalid_argument("target must be 'normals' or 'values', not '" + target + "'");
   const bs::block_format_ops& ops = format_named(format);
   const float decode_scale = 1.0f; // not read: the census looks at the block scales only
   const auto q = storage_of<const std::uint8_t>(shape, elements, scales, &decode_scale);
   bs::scale_shift_census c;
   {
     nb::gil_scoped_release unlocked;
-    c = ops.ue4m3_shift_census(q, tile_rows);
+    c = ops.ue4m3_shift_census(
+        q, tile_rows, target == "values" ? bs::shift_target::values : bs::shift_target::normals);
   }
   nb::dict d;
   d["rows"] = c.rows;
@@ -610,7 +614,7 @@ NB_MODULE(BLOCKSCALE_PYTHON_MODULE, m) {
         nb::arg("scales"), nb::arg("decode_scale"), nb::arg("out"), nb::arg("element"),
         nb::arg("padded"), nb::arg("threads"));
   m.def("ue4m3_shift_census", &ue4m3_shift_census, nb::arg("format"), nb::arg("shape"),
-        nb::arg("elements"), nb::arg("scales"), nb::arg("tile_rows"));
+        nb::arg("elements"), nb::arg("scales"), nb::arg("tile_rows"), nb::arg("target"));
   m.def("gemm_reference",
         [](const std::string& format_a, const bs::quantized_shape& shape_a, const input& elements_a,
            const input& scales_a, float decode_a, const input& values_a,

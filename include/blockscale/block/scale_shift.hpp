@@ -1,19 +1,25 @@
 /// \file block/scale_shift.hpp
 /// One row's block scales moved by a power of two onto a narrower scale format with the same
 /// mantissa: UE5M3 onto UE4M3, so that a UE5M3-FP4 operand runs on tensor cores that take NVFP4's
-/// UE4M3 scales, exactly.
+/// UE4M3 scales, exactly (docs/scale_shift.md).
 ///
 /// Why it is exact. Every term of C[m, n] = Σ_b S_A[m, b] · S_B[n, b] · Σ_k a · b carries the
 /// product of one block scale of row m of A and one of row n of B. Dividing all block scales of row
 /// m by 2^t_A[m] (and of row n of B by 2^t_B[n]) divides every term of C[m, n] by the same
-/// 2^(t_A[m] + t_B[n]), which an epilogue multiplies back exactly; a GEMM whose arithmetic only
-/// aligns, adds and truncates relative to its largest term (the tensor cores' does) then gives the
-/// same bits, outside underflow and overflow of its accumulator. A UE5M3 scale S (3 mantissa bits,
-/// exponents 2^-14 ... 2^16, subnormals down to 2^-17) is S' · 2^t for a UE4M3 code S' exactly
-/// when S · 2^-t has no set bit below UE4M3's smallest subnormal 2^-9 and is at most its largest
-/// finite value 448 (the same 4 significant bits then fit a normal or subnormal UE4M3). So a row
-/// fits when one t satisfies both for all its scales: when its largest scale is at most
-/// 448 · 2^9 = 229376 times its smallest set bit — about 17.8 binades of UE5M3's 33.
+/// 2^(t_A[m] + t_B[n]), which an epilogue multiplies back exactly.
+///
+/// Two targets:
+/// - `shift_target::values`: every shifted scale is a `To` code. A UE5M3 scale S is S' · 2^t for a
+///   UE4M3 code S' exactly when S · 2^-t has no set bit below UE4M3's smallest subnormal 2^-9 and
+///   is at most 448, so a row fits when its largest scale is at most 448 · 2^9 times its smallest
+///   set bit (about 17.8 binades).
+/// - `shift_target::normals` (the default): moreover every nonzero scale is a normal number of
+///   both formats. The block-scaled tensor cores align each group's term by its scales' exponents,
+///   and a subnormal scale by the format's least normal exponent (docs/cuda.md): with normals on
+///   both sides the shift moves every term's alignment by the same amount, so the MMA on the
+///   shifted UE4M3 scales gives the bits of the same MMA on the UE5M3 scales, times 2^-(t_A + t_B)
+///   (outside FP32 underflow and overflow). A row fits when its largest scale is at most
+///   448 · 2^6 = 28672 times its smallest, all at least UE5M3's 2^-14 (about 14.8 binades).
 ///
 ///     scale_row_range<ue5m3_format> range;
 ///     for (std::size_t b = 0; b < blocks; ++b)
@@ -26,8 +32,8 @@
 /// (`shift_scale_row` does both.) `scale_row_range` merges, so a warp can reduce a row's range
 /// across lanes. A NaN or Inf scale refuses its row: such a block is not a number the shift can
 /// carry, and the row takes the dequantizing path, which keeps the reference's NaN. The shift
-/// chosen is the smallest that fits (the shifted scales as large as they can be); every shift up
-/// to `range.min_lsb - To's smallest-subnormal exponent` would be as exact.
+/// chosen is the smallest that fits (the shifted scales as large as they can be); every larger
+/// one up to the bound the target sets would be as exact.
 #pragma once
 
 #include <climits>
@@ -87,15 +93,20 @@ constexpr bool shiftable_scale_formats() noexcept {
 
 } // namespace detail
 
-/// What decides a row's shift: its largest finite nonzero scale code and the smallest exponent of
-/// a set bit among its finite nonzero scales (codes of the unsigned format `From`, whose codes
-/// order as their values), and whether it holds a NaN or Inf. Zero scales add nothing.
+/// Which shifted scales count as fitting (the file's comment): `To` codes, or normal numbers of
+/// both formats (what keeps the tensor cores' alignment, the default).
+enum class shift_target { values, normals };
+
+/// What decides a row's shift: its largest and smallest finite nonzero scale codes, the smallest
+/// exponent of a set bit among its finite nonzero scales (codes of the unsigned format `From`,
+/// whose codes order as their values), and whether it holds a NaN or Inf. Zero scales add nothing.
 template <class From>
 struct scale_row_range {
   static_assert(!format_traits<From>::is_signed && format_traits<From>::has_subnormals,
                 "scale_row_range: block scales of an unsigned format with subnormals");
-  std::uint8_t max_code = 0; ///< 0: no nonzero scale yet
-  int min_lsb = INT_MAX;     ///< INT_MAX: no nonzero scale yet
+  std::uint8_t max_code = 0;    ///< 0: no nonzero scale yet
+  std::uint8_t min_code = 0xFF; ///< 0xFF: no nonzero scale yet
+  int min_lsb = INT_MAX;        ///< INT_MAX: no nonzero scale yet
   bool nonfinite = false;
 
   BLOCKSCALE_HOST_DEVICE constexpr void add(std::uint8_t code) noexcept {
@@ -107,6 +118,8 @@ struct scale_row_range {
       return;
     if (code > max_code)
       max_code = code;
+    if (code < min_code)
+      min_code = code;
     const int lsb = detail::lowest_bit_exponent(detail::significand_of<From>(code));
     if (lsb < min_lsb)
       min_lsb = lsb;
@@ -116,6 +129,8 @@ struct scale_row_range {
   BLOCKSCALE_HOST_DEVICE constexpr void merge(const scale_row_range& other) noexcept {
     if (other.max_code > max_code)
       max_code = other.max_code;
+    if (other.min_code < min_code)
+      min_code = other.min_code;
     if (other.min_lsb < min_lsb)
       min_lsb = other.min_lsb;
     nonfinite = nonfinite || other.nonfinite;
@@ -128,24 +143,33 @@ struct scale_row_shift {
   int shift = 0;
 };
 
-/// Whether `To` holds From's finite `code` divided by 2^shift exactly (zero always).
+/// Whether From's finite `code` divided by 2^shift is a `To` code (zero always), and with
+/// `shift_target::normals` a normal number of both formats.
 template <class From, class To>
-BLOCKSCALE_HOST_DEVICE constexpr bool scale_code_fits(std::uint8_t code, int shift) noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr bool
+scale_code_fits(std::uint8_t code, int shift,
+                shift_target target = shift_target::normals) noexcept {
   static_assert(detail::shiftable_scale_formats<From, To>(),
                 "scale_code_fits: unsigned formats with subnormals and the same mantissa bits");
+  using from = format_traits<From>;
   using to = format_traits<To>;
-  if (code > format_traits<From>::max_code)
+  if (code > from::max_code)
     return false;
   if (code == 0)
     return true;
   const detail::scale_significand s = detail::significand_of<From>(code);
   const detail::scale_significand top = detail::significand_of<To>(to::max_code);
   const int exponent = s.exponent - shift;
-  // No set bit below To's smallest subnormal 2^(1 - bias - M), and at most To's largest finite
-  // value: the significands have the same width, so compare at a common exponent.
-  if (detail::lowest_bit_exponent(s) - shift < 1 - to::bias - to::mantissa_bits)
-    return false;
   const int high = detail::highest_bit_exponent({s.sig, exponent});
+  if (target == shift_target::normals) {
+    // normal in From (exponent field nonzero) and in To (top bit at or above 2^(1 - bias))
+    if ((code >> from::mantissa_bits) == 0 || high < 1 - to::bias)
+      return false;
+  } else if (detail::lowest_bit_exponent(s) - shift < 1 - to::bias - to::mantissa_bits) {
+    return false; // a set bit below To's smallest subnormal
+  }
+  // At most To's largest finite value: the significands have the same width, so compare the top
+  // bits' exponents, then the significands at a common exponent.
   const int top_high = detail::highest_bit_exponent(top);
   if (high != top_high)
     return high < top_high;
@@ -154,10 +178,11 @@ BLOCKSCALE_HOST_DEVICE constexpr bool scale_code_fits(std::uint8_t code, int shi
 }
 
 /// The smallest shift that fits the row whose range is `range`, or fits = false (a NaN or Inf
-/// scale, or more binades than `To` holds). An all-zero row fits with shift 0.
+/// scale, or more binades than `To` holds for `target`). An all-zero row fits with shift 0.
 template <class From, class To>
 BLOCKSCALE_HOST_DEVICE constexpr scale_row_shift
-row_shift(const scale_row_range<From>& range) noexcept {
+row_shift(const scale_row_range<From>& range,
+          shift_target target = shift_target::normals) noexcept {
   static_assert(detail::shiftable_scale_formats<From, To>(),
                 "row_shift: unsigned formats with subnormals and the same mantissa bits");
   using to = format_traits<To>;
@@ -166,13 +191,19 @@ row_shift(const scale_row_range<From>& range) noexcept {
   if (range.max_code == 0)
     return {true, 0};
   // The largest scale fits from this shift up (the top binades must match, then the significands
-  // compare), and the smallest set bit up to `highest`.
+  // compare); the smallest one (normals) or the smallest set bit (values) up to `highest`.
   const detail::scale_significand s = detail::significand_of<From>(range.max_code);
   const detail::scale_significand top = detail::significand_of<To>(to::max_code);
   int shift = detail::highest_bit_exponent(s) - detail::highest_bit_exponent(top);
-  if (!scale_code_fits<From, To>(range.max_code, shift))
+  if (!scale_code_fits<From, To>(range.max_code, shift, shift_target::values))
     ++shift;
-  const int highest = range.min_lsb - (1 - to::bias - to::mantissa_bits);
+  int highest = range.min_lsb - (1 - to::bias - to::mantissa_bits);
+  if (target == shift_target::normals) {
+    if ((range.min_code >> format_traits<From>::mantissa_bits) == 0)
+      return {false, 0}; // a From subnormal
+    highest =
+        detail::highest_bit_exponent(detail::significand_of<From>(range.min_code)) - (1 - to::bias);
+  }
   if (shift > highest)
     return {false, 0};
   return {true, shift};
@@ -207,15 +238,15 @@ BLOCKSCALE_HOST_DEVICE constexpr std::uint8_t shift_scale_code(std::uint8_t code
 }
 
 /// Shifts one row's `count` block scales: out[i · out_stride] gets codes[i · stride] divided by
-/// 2^shift as a `To` code when the row fits (else out is untouched). Returns the shift.
+/// 2^shift as a `To` code when the row fits `target` (else out is untouched). Returns the shift.
 template <class From, class To>
-BLOCKSCALE_HOST_DEVICE scale_row_shift shift_scale_row(const std::uint8_t* codes, std::size_t count,
-                                                       std::uint8_t* out, std::size_t stride = 1,
-                                                       std::size_t out_stride = 1) noexcept {
+BLOCKSCALE_HOST_DEVICE scale_row_shift shift_scale_row(
+    const std::uint8_t* codes, std::size_t count, std::uint8_t* out, std::size_t stride = 1,
+    std::size_t out_stride = 1, shift_target target = shift_target::normals) noexcept {
   scale_row_range<From> range;
   for (std::size_t i = 0; i < count; ++i)
     range.add(codes[i * stride]);
-  const scale_row_shift s = row_shift<From, To>(range);
+  const scale_row_shift s = row_shift<From, To>(range, target);
   if (s.fits)
     for (std::size_t i = 0; i < count; ++i)
       out[i * out_stride] = shift_scale_code<From, To>(codes[i * stride], s.shift);
@@ -230,10 +261,11 @@ struct scale_shift_census {
   std::size_t tiles = 0, fitting_tiles = 0;
 };
 
-/// The census of q's rows shifted onto the scale format `To` (either scale layout).
+/// The census of q's rows shifted onto the scale format `To` for `target` (either scale layout).
 template <class To, class Format, class Byte>
 scale_shift_census census_of_shifts(basic_quantized_view<Format, Byte> q,
-                                    std::size_t tile_rows = 128) {
+                                    std::size_t tile_rows = 128,
+                                    shift_target target = shift_target::normals) {
   using from = typename Format::scale_type::format;
   if (tile_rows == 0)
     throw std::invalid_argument("census_of_shifts: tile_rows must be positive");
@@ -244,7 +276,7 @@ scale_shift_census census_of_shifts(basic_quantized_view<Format, Byte> q,
     scale_row_range<from> range;
     for (std::size_t kb = 0; kb < q.blocks_per_row(); ++kb)
       range.add(q.scales()[q.scale_index(r, kb)]);
-    const bool fits = row_shift<from, To>(range).fits;
+    const bool fits = row_shift<from, To>(range, target).fits;
     census.fitting_rows += fits ? 1 : 0;
     tile_fits = tile_fits && fits;
     if ((r + 1) % tile_rows == 0 || r + 1 == q.rows()) {

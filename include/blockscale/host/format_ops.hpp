@@ -74,9 +74,10 @@ struct block_format_ops {
   gemm::detail::decoded_operand (*decode)(const any_const_quantized& q, std::size_t length,
                                           bool apply_scales);
   /// census_of_shifts<ue4m3_format> (block/scale_shift.hpp): the rows and tiles of `tile_rows`
-  /// rows whose block scales shift onto UE4M3 exactly; for scale formats with UE4M3's mantissa
-  /// (UE4M3, UE5M3), std::invalid_argument for the others.
-  scale_shift_census (*ue4m3_shift_census)(const any_const_quantized& q, std::size_t tile_rows);
+  /// rows whose block scales shift onto UE4M3 exactly for `target`; for scale formats with UE4M3's
+  /// mantissa (UE4M3, UE5M3), std::invalid_argument for the others.
+  scale_shift_census (*ue4m3_shift_census)(const any_const_quantized& q, std::size_t tile_rows,
+                                           shift_target target);
 };
 
 /// A list of tables as one module hands it to another, with what guards the crossing.
@@ -183,11 +184,11 @@ struct format_ops_impl {
                                               bool apply_scales) {
     return gemm::detail::decode(view_of<Format>(q), length, apply_scales);
   }
-  static scale_shift_census ue4m3_shift_census(const any_const_quantized& q,
-                                               std::size_t tile_rows) {
+  static scale_shift_census ue4m3_shift_census(const any_const_quantized& q, std::size_t tile_rows,
+                                               shift_target target) {
     using scale_format = typename Format::scale_type::format;
     if constexpr (detail::shiftable_scale_formats<scale_format, ue4m3_format>())
-      return census_of_shifts<ue4m3_format>(view_of<Format>(q), tile_rows);
+      return census_of_shifts<ue4m3_format>(view_of<Format>(q), tile_rows, target);
     else
       throw std::invalid_argument(std::string("ue4m3_shift_census: ") +
                                   scalar_format_label<typename Format::scale_type>() +

@@ -93,9 +93,10 @@ struct operand_statistics {
   std::uint64_t saturated_scales = 0;
   std::uint64_t zero_scales = 0;
   std::uint64_t blocks = 0;
-  /// For formats whose block scales shift onto UE4M3 (UE5M3, UE4M3; zero for the others), summed
-  /// over the calls: the quantized rows, those whose scales one power of two turns into UE4M3
-  /// codes exactly, and the same for tiles of 128 rows (census_of_shifts, block/scale_shift.hpp).
+  /// For formats whose block scales shift onto UE4M3 (UE5M3; zero for the others, UE4M3's own
+  /// included), summed over the calls: the quantized rows, those whose scales one power of two
+  /// turns into normal UE4M3 codes exactly, and the same for tiles of 128 rows
+  /// (census_of_shifts, block/scale_shift.hpp).
   scale_shift_census ue4m3_shifts;
 
   double mean_sqnr_db() const noexcept {
@@ -231,8 +232,9 @@ private:
     stats_.saturated_scales += q.stats().saturated_scales;
     stats_.zero_scales += q.stats().zero_scales;
     stats_.blocks += q.stats().blocks;
-    if constexpr (detail::shiftable_scale_formats<typename BlockFormat::scale_type::format,
-                                                  ue4m3_format>()) {
+    using scale_format = typename BlockFormat::scale_type::format;
+    if constexpr (detail::shiftable_scale_formats<scale_format, ue4m3_format>() &&
+                  !std::is_same<scale_format, ue4m3_format>::value) {
       const scale_shift_census c = census_of_shifts<ue4m3_format>(q.view());
       stats_.ue4m3_shifts.rows += c.rows;
       stats_.ue4m3_shifts.fitting_rows += c.fitting_rows;
