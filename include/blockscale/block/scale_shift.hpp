@@ -84,7 +84,7 @@ BLOCKSCALE_HOST_DEVICE constexpr int highest_bit_exponent(scale_significand s) n
 }
 
 template <class From, class To>
-constexpr bool shiftable_scale_formats() noexcept {
+BLOCKSCALE_HOST_DEVICE constexpr bool shiftable_scale_formats() noexcept {
   using from = format_traits<From>;
   using to = format_traits<To>;
   return !from::is_signed && !to::is_signed && from::has_subnormals && to::has_subnormals &&
