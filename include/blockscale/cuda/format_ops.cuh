@@ -62,32 +62,37 @@ constexpr element_type element_type_of() noexcept {
     return element_type::float32;
 }
 
-/// f(matrix_view<const T>) for x's element type T when the list has it; else a status naming it.
-template <class... Ts, class F>
-status with_input(blockscale::detail::type_list<Ts...>, const any_const_matrix& x, F&& f) {
-  status result{errc::invalid_argument, std::string("x: ") +
-                                            element_type_names[static_cast<int>(x.type)] +
-                                            " inputs are not compiled into this device table"};
-  (void)((element_type_of<Ts>() == x.type
-              ? (result =
-                     f(matrix_view<const Ts>(static_cast<const Ts*>(x.data), x.rows, x.cols, x.ld)),
+/// T, const for the matrices of `const void` (inputs).
+template <class Void, class T>
+using element_for = std::conditional_t<std::is_const<Void>::value, const T, T>;
+
+/// f(matrix_view<T>) (const T for a `const void` matrix) for m's element type T when the list
+/// has it; else `refusal` naming the type: "<what>: <type> <kind> are not compiled into this
+/// device table".
+template <class... Ts, class Void, class F>
+status with_element(blockscale::detail::type_list<Ts...>, const basic_any_matrix<Void>& m,
+                    errc refusal, const char* what, const char* kind, F&& f) {
+  status result{refusal, std::string(what) + ": " + element_type_names[static_cast<int>(m.type)] +
+                             " " + kind + " are not compiled into this device table"};
+  (void)((element_type_of<Ts>() == m.type
+              ? (result = f(matrix_view<element_for<Void, Ts>>(
+                     static_cast<element_for<Void, Ts>*>(m.data), m.rows, m.cols, m.ld)),
                  true)
               : false) ||
          ...);
   return result;
 }
 
+/// f(matrix_view<const T>) for x's element type T when the list has it; else a status naming it.
+template <class List, class F>
+status with_input(List inputs, const any_const_matrix& x, F&& f) {
+  return with_element(inputs, x, errc::invalid_argument, "x", "inputs", std::forward<F>(f));
+}
+
 /// f(matrix_view<T>) for c's element type T when the list has it; else a status naming it.
-template <class... Ts, class F>
-status with_output(blockscale::detail::type_list<Ts...>, const any_matrix& c, F&& f) {
-  status result{errc::unsupported, std::string("gemm: c: ") +
-                                       element_type_names[static_cast<int>(c.type)] +
-                                       " outputs are not compiled into this device table"};
-  (void)((element_type_of<Ts>() == c.type
-              ? (result = f(matrix_view<Ts>(static_cast<Ts*>(c.data), c.rows, c.cols, c.ld)), true)
-              : false) ||
-         ...);
-  return result;
+template <class List, class F>
+status with_output(List outputs, const any_matrix& c, F&& f) {
+  return with_element(outputs, c, errc::unsupported, "gemm: c", "outputs", std::forward<F>(f));
 }
 
 /// f(tensor_scale_state<P>*) for the policy's type P when the list has it; else a status.
