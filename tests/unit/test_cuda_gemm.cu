@@ -46,6 +46,7 @@
 #include "catch.hpp"
 #include "cuda_test.cuh"
 #include "gemm_operands.hpp"
+#include "shifted_operands.hpp"
 
 using namespace blockscale;
 
@@ -303,6 +304,73 @@ TEST_CASE("the automatic cuda::gemm equals the reference on either side of M = 6
       {16, 300, 160, 305, scale_layout::row_major, -0.5f, 1.25f}, seed + 12);
   check_case<automatic, ue5m3_fp4, ue5m3_fp4, bfloat16>(
       {130, 129, 384, 129, scale_layout::tensor_core, 1.0f, 0.0f}, seed + 15);
+}
+
+TEST_CASE("the shift pass on the device equals the host's, and the shifted GEMM the MMA model",
+          "[cuda][gemm][scale_shift]") {
+  // A: 256 rows, row 200 spread beyond UE4M3's normals (A's second tile falls back); B: 136 rows
+  // that all fit. On every device the shift pass equals the host's byte for byte; where the
+  // device's code has the block-scaled MMA, gemm_shifted's fitting tiles equal the sm_120 model
+  // of the MMA on the operands' own scales bit for bit (test_gemm_shifted.cpp) and the others the
+  // fallback shape's GEMM, else it is refused.
+  const cudaStream_t stream = test_stream();
+  const std::size_t m = 256, n = 136, k = 320;
+  const std::uint64_t seed = fresh_seed() * 5 + 2;
+  const auto a =
+      quantized_spread<ue5m3_fp4>(m, k, seed, scale_layout::tensor_core, 9.0f, 22.0f, 200);
+  const auto b = quantized_spread<nvfp4>(n, k, seed + 1, scale_layout::row_major, 5.0f, 5.0f, n);
+  const auto da = on_device(a);
+  const auto db = on_device(b);
+
+  host_shifted<ue5m3_fp4> ha(a.view().shape());
+  host_shifted<nvfp4> hb(b.view().shape());
+  shift_scales<nvfp4>(a.view(), ha.view());
+  shift_scales<nvfp4>(b.view(), hb.view());
+  CHECK(ha.tiles == std::vector<std::uint8_t>{1, 0});
+
+  device_array<std::uint8_t> codes_a(ha.codes.size()), tiles_a(ha.tiles.size());
+  device_array<std::int8_t> shifts_a(ha.shifts.size());
+  device_array<std::uint8_t> codes_b(hb.codes.size()), tiles_b(hb.tiles.size());
+  device_array<std::int8_t> shifts_b(hb.shifts.size());
+  const shifted_scales sa{codes_a.data(), shifts_a.data(), tiles_a.data()};
+  const shifted_scales sb{codes_b.data(), shifts_b.data(), tiles_b.data()};
+  require_ok(cuda::shift_scales(da.view(), sa, stream));
+  require_ok(cuda::shift_scales(db.view(), sb, stream));
+  CHECK(codes_a.download(ha.codes.size()) == ha.codes);
+  CHECK(shifts_a.download(ha.shifts.size()) == ha.shifts);
+  CHECK(tiles_a.download(ha.tiles.size()) == ha.tiles);
+  CHECK(codes_b.download(hb.codes.size()) == hb.codes);
+  CHECK(shifts_b.download(hb.shifts.size()) == hb.shifts);
+  CHECK(tiles_b.download(hb.tiles.size()) == hb.tiles);
+
+  device_array<float> c(m * n);
+  const auto c_view = matrix_view<float>::unchecked(c.data(), m, n, n);
+  const cuda::status st = cuda::gemm_shifted(da.view(), const_shifted_scales(sa), db.view(),
+                                             const_shifted_scales(sb), c_view, 1.0f, 0.0f, stream);
+  if (!cuda::detail::device_has_block_scaled_mma()) {
+    CHECK(st.code() == cuda::errc::unsupported);
+    WARN("this device's code has no block-scaled MMA (sm_120a): gemm_shifted not run");
+    return;
+  }
+  require_ok(st);
+  // Fitting tiles: the block-scaled MMA chain on the own scales (the host model); the others:
+  // the fallback shape gemm_shifted chose, on the device, from the original operands.
+  device_array<float> fallback(m * n);
+  const auto fallback_view = matrix_view<float>::unchecked(fallback.data(), m, n, n);
+  require_ok(cuda::detail::fits_shared_memory<
+                 cuda::kernels::gemm_program<ue5m3_fp4, nvfp4, float, cuda::gemm_large_m>>()
+                 ? cuda::gemm_with_shape<cuda::gemm_large_m>(da.view(), db.view(), fallback_view,
+                                                             1.0f, 0.0f, stream)
+                 : cuda::gemm_with_shape<cuda::gemm_large_m_in_register>(
+                       da.view(), db.view(), fallback_view, 1.0f, 0.0f, stream));
+  std::vector<float> want = fallback.download(m * n);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (ha.tiles[i / shift_tile_rows] != 0 && hb.tiles[j / shift_tile_rows] != 0)
+        want[i * n + j] =
+            native_mma_output(a, b, i, j, 1.0f, 0.0f, 0.0f, emulation::ptx::mma_model::sm120);
+  const std::vector<float> got = c.download(m * n);
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
 }
 
 namespace {

@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "../config.hpp"
 #include "../numeric/format.hpp"
@@ -286,6 +287,126 @@ scale_shift_census census_of_shifts(basic_quantized_view<Format, Byte> q,
     }
   }
   return census;
+}
+
+/// Rows per tile of a shifted operand's tile flags: the CTA tile (rows of A, rows of B) of the
+/// GEMMs that read them.
+inline constexpr std::size_t shift_tile_rows = 128;
+/// The shift recorded for a row that does not fit.
+inline constexpr std::int8_t no_row_shift = INT8_MIN;
+
+/// Where one operand's shifted scales live, in caller memory on the host or the device (sizes:
+/// `shifted_storage_for`):
+/// - `codes`: the `To` codes, one per block in the operand's scale layout and storage (its
+///   `scale_bytes`); a row that does not fit, and the tensor-core layout's padding blocks, hold
+///   zeros;
+/// - `shifts`: per row, its shift t (its scales are the codes times 2^t), or `no_row_shift`;
+/// - `tiles`: per `shift_tile_rows` rows (the last tile may be shorter), 1 when every row of the
+///   tile fits, else 0.
+template <class Byte>
+struct basic_shifted_scales {
+  static_assert(std::is_same<std::remove_const_t<Byte>, std::uint8_t>::value,
+                "Byte is std::uint8_t or const std::uint8_t");
+  using shift_type = std::conditional_t<std::is_const<Byte>::value, const std::int8_t, std::int8_t>;
+  Byte* codes = nullptr;
+  shift_type* shifts = nullptr;
+  Byte* tiles = nullptr;
+
+  basic_shifted_scales() = default;
+  BLOCKSCALE_HOST_DEVICE constexpr basic_shifted_scales(Byte* c, shift_type* s, Byte* t) noexcept
+      : codes(c), shifts(s), tiles(t) {}
+  /// A writable one converts to a read-only one.
+  template <class Other, std::enable_if_t<std::is_same<const Other, Byte>::value &&
+                                              !std::is_same<Other, Byte>::value,
+                                          int> = 0>
+  BLOCKSCALE_HOST_DEVICE constexpr basic_shifted_scales(basic_shifted_scales<Other> other) noexcept
+      : codes(other.codes), shifts(other.shifts), tiles(other.tiles) {}
+};
+using shifted_scales = basic_shifted_scales<std::uint8_t>;
+using const_shifted_scales = basic_shifted_scales<const std::uint8_t>;
+
+/// The bytes of each array of `basic_shifted_scales` for an operand of `shape`.
+struct shifted_storage {
+  std::size_t code_bytes = 0, shift_bytes = 0, tile_bytes = 0;
+};
+template <class Format>
+shifted_storage shifted_storage_for(const quantized_shape& shape) {
+  return {storage_for<Format>(shape).scale_bytes, shape.rows,
+          (shape.rows + shift_tile_rows - 1) / shift_tile_rows};
+}
+
+/// Whether an operand of block format `Format` shifts onto the block format `Native` (what a
+/// block-scaled MMA takes): the same elements and block size, scale formats `shiftable`.
+template <class Format, class Native>
+inline constexpr bool shifts_onto =
+    std::is_same<typename Format::element_type, typename Native::element_type>::value&&
+        Format::block_size ==
+    Native::block_size&& detail::shiftable_scale_formats<typename Format::scale_type::format,
+                                                         typename Native::scale_type::format>();
+
+/// Row `r` of q with its scales shifted onto `Native`'s scale format: writes the row's codes into
+/// `codes` (q's layout; zeros for a row that does not fit and in the tensor-core layout's
+/// padding blocks) and returns the shift, or `no_row_shift`. The rule of `row_shift` and
+/// `shift_scale_code`, for the host pass and the device pass alike.
+template <class Native, class Format, class Byte>
+BLOCKSCALE_HOST_DEVICE std::int8_t shift_operand_row(basic_quantized_view<Format, Byte> q,
+                                                     std::size_t r, std::uint8_t* codes,
+                                                     shift_target target) noexcept {
+  static_assert(shifts_onto<Format, Native>, "shift_operand_row: see shifts_onto");
+  using from = typename Format::scale_type::format;
+  using to = typename Native::scale_type::format;
+  const std::size_t blocks = q.blocks_per_row();
+  scale_row_range<from> range;
+  for (std::size_t kb = 0; kb < blocks; ++kb)
+    range.add(q.scales()[q.scale_index(r, kb)]);
+  scale_row_shift s = row_shift<from, to>(range, target);
+  if (s.shift <= INT8_MIN || s.shift > INT8_MAX)
+    s.fits = false; // no pair of 8-bit formats shifts this far; kept out of the int8 all the same
+  for (std::size_t kb = 0; kb < blocks; ++kb) {
+    const std::size_t at = q.scale_index(r, kb);
+    codes[at] = s.fits ? shift_scale_code<from, to>(q.scales()[at], s.shift) : std::uint8_t{0};
+  }
+  if (q.layout() == scale_layout::tensor_core)
+    for (std::size_t kb = blocks; kb % 4 != 0; ++kb)
+      codes[q.scale_index(r, kb)] = 0;
+  return s.fits ? static_cast<std::int8_t>(s.shift) : no_row_shift;
+}
+
+/// q's scales shifted onto `Native`'s scale format, on the host: every row's codes and shift and
+/// every tile's flag into `out` (arrays of `shifted_storage_for` sizes). Returns the census of
+/// the rows and tiles that fit.
+template <class Native, class Format, class Byte>
+scale_shift_census shift_scales(basic_quantized_view<Format, Byte> q, shifted_scales out,
+                                shift_target target = shift_target::normals) {
+  if (q.rows() != 0 && (out.codes == nullptr || out.shifts == nullptr || out.tiles == nullptr))
+    throw std::invalid_argument(
+        "shift_scales: out.codes, out.shifts and out.tiles must not be null");
+  scale_shift_census census;
+  census.rows = q.rows();
+  bool tile_fits = true;
+  for (std::size_t r = 0; r < q.rows(); ++r) {
+    out.shifts[r] = shift_operand_row<Native>(q, r, out.codes, target);
+    const bool fits = out.shifts[r] != no_row_shift;
+    census.fitting_rows += fits ? 1 : 0;
+    tile_fits = tile_fits && fits;
+    if ((r + 1) % shift_tile_rows == 0 || r + 1 == q.rows()) {
+      out.tiles[census.tiles++] = tile_fits ? 1 : 0;
+      census.fitting_tiles += tile_fits ? 1 : 0;
+      tile_fits = true;
+    }
+  }
+  return census;
+}
+
+/// The shifted operand: q's elements and decode scale with the shifted codes of `s`, a view in
+/// `Native`'s block format. Row r of it is row r of q divided by 2^(s.shifts[r]) where that row
+/// fits; the other rows are zeros.
+template <class Native, class Format, class Byte>
+BLOCKSCALE_HOST_DEVICE const_quantized_view<Native>
+shifted_operand(basic_quantized_view<Format, Byte> q, const_shifted_scales s) noexcept {
+  static_assert(shifts_onto<Format, Native>, "shifted_operand: see shifts_onto");
+  return const_quantized_view<Native>::unchecked(q.shape(), q.elements(), s.codes,
+                                                 q.decode_scale_data());
 }
 
 } // namespace v0

@@ -8,7 +8,9 @@
 ///                stream).throw_if_error();
 ///
 /// `gemm` chooses the shape: the sm_120a block-scaled MMA where the running device's code has it
-/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; where it has sm_90a's
+/// and the formats allow (NVFP4 × NVFP4, MXFP4 × MXFP4) and M > 64; there too, for UE5M3-FP4
+/// with UE5M3-FP4 or NVFP4 and M > 64, the shifted GEMM (`gemm_shifted`, after `shift_scales` on
+/// both operands into a stream-ordered workspace: docs/scale_shift.md); where it has sm_90a's
 /// warpgroup MMA and TMA can read the operands (16-byte aligned, padded K a multiple of 32),
 /// launch_gemm_wgmma (cuda/gemm.hpp) with gemm_wgmma_small, _medium or _large by M, split-K as
 /// for gemm_w4a16; else the BF16 MMA on dequantized operands: in registers with 16-row CTA tiles
@@ -117,6 +119,10 @@ struct checking_runner {
     return {};
   }
   template <class Program>
+  status run_looped(const Program&, std::size_t) const noexcept {
+    return {};
+  }
+  template <class Program>
   status run_specialized(const Program&, std::size_t) const noexcept {
     return {};
   }
@@ -186,6 +192,80 @@ template <class Shape, class FormatA, class FormatB, class Out>
   return launch_gemm<Shape>(runner, a, b, c, alpha, beta);
 }
 
+/// Shifts q's block scales onto the block-scaled MMA's UE4M3 (launch_shift_scales): the codes,
+/// shifts and tile flags into `out` (device arrays of `shifted_storage_for<Format>(q.shape())`
+/// bytes), on `stream`.
+template <class Format>
+[[nodiscard]] status shift_scales(const_quantized_view<Format> q, shifted_scales out,
+                                  cudaStream_t stream = nullptr,
+                                  shift_target target = shift_target::normals) {
+  device_runner runner{stream};
+  return launch_shift_scales(runner, q, out, target);
+}
+
+/// The shifted GEMM (launch_gemm_shifted) on the sm_120a block-scaled MMA, its fallback tiles on
+/// gemm_large_m where the device gives a block its shared memory, else gemm_large_m_in_register.
+/// errc::unsupported where the code this program runs on the device has no block-scaled MMA.
+template <class FormatA, class FormatB, class Out>
+[[nodiscard]] status gemm_shifted(const_quantized_view<FormatA> a, const_shifted_scales sa,
+                                  const_quantized_view<FormatB> b, const_shifted_scales sb,
+                                  matrix_view<Out> c, float alpha = 1.0f, float beta = 0.0f,
+                                  cudaStream_t stream = nullptr) {
+  if (!detail::device_has_block_scaled_mma(stream))
+    return {errc::unsupported, "gemm_shifted: the code running on this device has no "
+                               "block-scaled MMA (compile for sm_120a and run on a compute "
+                               "capability 12.0 GPU); cuda::gemm runs these operands anywhere"};
+  device_runner runner{stream};
+  if (detail::fits_shared_memory<kernels::gemm_program<FormatA, FormatB, Out, gemm_large_m>>())
+    return launch_gemm_shifted<gemm_block_scaled, gemm_large_m>(runner, a, sa, b, sb, c, alpha,
+                                                                beta);
+  return launch_gemm_shifted<gemm_block_scaled, gemm_large_m_in_register>(runner, a, sa, b, sb, c,
+                                                                          alpha, beta);
+}
+
+namespace detail {
+/// cuda::gemm's shifted route: the shifted scales of both operands in one stream-ordered
+/// workspace, the shift passes, then gemm_shifted — after the arguments are checked, so that a
+/// refused call queues nothing.
+template <class FormatA, class FormatB, class Out>
+status gemm_through_shift(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b,
+                          matrix_view<Out> c, float alpha, float beta, cudaStream_t stream) {
+  {
+    checking_runner checker;
+    if (status st = launch_gemm<gemm_large_m_in_register>(checker, a, b, c, alpha, beta); !st)
+      return st;
+  }
+  if (c.empty())
+    return {};
+  const shifted_storage na = shifted_storage_for<FormatA>(a.shape());
+  const shifted_storage nb = shifted_storage_for<FormatB>(b.shape());
+  const auto up4 = [](std::size_t n) { return (n + 3) / 4 * 4; }; // codes stay word-aligned
+  const std::size_t sizes[6] = {up4(na.code_bytes), up4(nb.code_bytes), na.shift_bytes,
+                                nb.shift_bytes,     na.tile_bytes,      nb.tile_bytes};
+  std::size_t total = 0;
+  for (std::size_t n : sizes)
+    total += n;
+  device_allocation workspace;
+  try {
+    workspace = device_allocation(total, stream);
+  } catch (const error& e) {
+    return e.why();
+  }
+  std::uint8_t* at[6];
+  at[0] = static_cast<std::uint8_t*>(workspace.data());
+  for (int i = 1; i < 6; ++i)
+    at[i] = at[i - 1] + sizes[i - 1];
+  const shifted_scales sa{at[0], reinterpret_cast<std::int8_t*>(at[2]), at[4]};
+  const shifted_scales sb{at[1], reinterpret_cast<std::int8_t*>(at[3]), at[5]};
+  if (status st = shift_scales(a, sa, stream); !st)
+    return st;
+  if (status st = shift_scales(b, sb, stream); !st)
+    return st;
+  return gemm_shifted(a, const_shifted_scales(sa), b, const_shifted_scales(sb), c, alpha, beta,
+                      stream);
+}
+} // namespace detail
+
 /// The GEMM with the shape chosen for the device, the formats and M.
 template <class FormatA, class FormatB, class Out>
 [[nodiscard]] status gemm(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b,
@@ -197,6 +277,9 @@ template <class FormatA, class FormatB, class Out>
   if constexpr (native_formats) {
     if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
+  } else if constexpr (shifted_gemm_format<FormatA> && shifted_gemm_format<FormatB>) {
+    if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
+      return detail::gemm_through_shift(a, b, c, alpha, beta, stream);
   }
   if constexpr (kernels::wgmma_format<FormatA> && kernels::wgmma_format<FormatB>) {
     if (wgmma_takes(a, b) && detail::device_has_wgmma(stream))

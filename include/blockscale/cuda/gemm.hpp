@@ -32,8 +32,10 @@
 
 #include "../block/matrix_view.hpp"
 #include "../block/quantized_view.hpp"
+#include "../block/scale_shift.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_w4a16.hpp"
+#include "kernels/scale_shift.hpp"
 #include "launch.hpp"
 #include "memory.hpp"
 #include "status.hpp"
@@ -57,33 +59,32 @@ inline std::string gemm_shape_text(std::size_t rows, std::size_t cols) {
 }
 } // namespace detail
 
-/// C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C (beta == 0: C is not read). Errors, before
-/// anything runs: shapes that disagree, K not a multiple of both block sizes, operands quantized
-/// with different Hadamard transforms, null or misaligned buffers (elements aligned to 8 bytes,
-/// scales to 4), a grid beyond 2^31 - 1 CTAs.
-template <class Shape, class Runner, class FormatA, class FormatB, class Out>
-[[nodiscard]] status launch_gemm(Runner& runner, const_quantized_view<FormatA> a,
-                                 const_quantized_view<FormatB> b, matrix_view<Out> c,
-                                 float alpha = 1.0f, float beta = 0.0f) {
-  using program_type = kernels::gemm_program<FormatA, FormatB, Out, Shape>;
+namespace detail {
+/// Checks launch_gemm's arguments and fills `program` for them; `ctas` gets the grid (0: C is
+/// empty, nothing to run).
+template <class Shape, class Program, class FormatA, class FormatB, class Out>
+[[nodiscard]] status prepare_gemm(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b,
+                                  matrix_view<Out> c, float alpha, float beta, Program& program,
+                                  std::size_t& ctas) {
+  ctas = 0;
   const auto fail = [](const std::string& what) {
     return status{errc::invalid_argument, "gemm: " + what};
   };
   if (b.cols() != a.cols())
-    return fail("a is " + detail::gemm_shape_text(a.rows(), a.cols()) + " but b is " +
-                detail::gemm_shape_text(b.rows(), b.cols()) + ": both need the same K");
+    return fail("a is " + gemm_shape_text(a.rows(), a.cols()) + " but b is " +
+                gemm_shape_text(b.rows(), b.cols()) + ": both need the same K");
   if (c.rows() != a.rows() || c.cols() != b.rows())
-    return fail("c is " + detail::gemm_shape_text(c.rows(), c.cols()) + ", a · bᵀ is " +
-                detail::gemm_shape_text(a.rows(), b.rows()));
+    return fail("c is " + gemm_shape_text(c.rows(), c.cols()) + ", a · bᵀ is " +
+                gemm_shape_text(a.rows(), b.rows()));
   if (a.cols() % FormatA::block_size != 0 || a.cols() % FormatB::block_size != 0)
     return fail("K = " + std::to_string(a.cols()) + " is not a multiple of the block sizes (" +
                 std::to_string(FormatA::block_size) + ", " + std::to_string(FormatB::block_size) +
                 ")");
   if (a.hadamard() != b.hadamard() || a.hadamard_signs() != b.hadamard_signs())
     return fail("a and b disagree on the Hadamard transform");
-  if (status s = detail::check_view("gemm", "a", a); !s)
+  if (status s = check_view("gemm", "a", a); !s)
     return s;
-  if (status s = detail::check_view("gemm", "b", b); !s)
+  if (status s = check_view("gemm", "b", b); !s)
     return s;
   if (c.data() == nullptr && !c.empty())
     return fail("c is null");
@@ -97,13 +98,12 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
     return {errc::too_large,
             "gemm: " + std::to_string(tiles_m * tiles_n) + " CTA tiles, more than a grid holds"};
   const auto words = [](const auto& v) {
-    return detail::is_aligned(v.scales(), 4) &&
+    return is_aligned(v.scales(), 4) &&
            (v.layout() == scale_layout::tensor_core || v.blocks_per_row() % 4 == 0);
   };
-  if (a.cols() != 0 && (!detail::is_aligned(a.scales(), 4) || !detail::is_aligned(b.scales(), 4)))
+  if (a.cols() != 0 && (!is_aligned(a.scales(), 4) || !is_aligned(b.scales(), 4)))
     return {errc::misaligned, "gemm: scales must be aligned to 4 bytes"};
 
-  program_type program;
   program.a = a;
   program.b = b;
   program.c = c;
@@ -111,11 +111,128 @@ template <class Shape, class Runner, class FormatA, class FormatB, class Out>
   program.beta = beta;
   program.tiles_n = static_cast<std::uint32_t>(tiles_n);
   program.k_tiles = static_cast<std::uint32_t>((a.cols() + Shape::block_k - 1) / Shape::block_k);
-  program.wide_copies = a.row_bytes() % 16 == 0 && detail::is_aligned(a.elements(), 16) &&
-                        detail::is_aligned(b.elements(), 16);
+  program.wide_copies =
+      a.row_bytes() % 16 == 0 && is_aligned(a.elements(), 16) && is_aligned(b.elements(), 16);
   program.scale_words_a = words(a);
   program.scale_words_b = words(b);
-  return runner.run_looped(program, tiles_m * tiles_n);
+  ctas = tiles_m * tiles_n;
+  return {};
+}
+} // namespace detail
+
+/// C[M×N] = alpha · A[M×K] · B[N×K]ᵀ + beta · C (beta == 0: C is not read). Errors, before
+/// anything runs: shapes that disagree, K not a multiple of both block sizes, operands quantized
+/// with different Hadamard transforms, null or misaligned buffers (elements aligned to 8 bytes,
+/// scales to 4), a grid beyond 2^31 - 1 CTAs.
+template <class Shape, class Runner, class FormatA, class FormatB, class Out>
+[[nodiscard]] status launch_gemm(Runner& runner, const_quantized_view<FormatA> a,
+                                 const_quantized_view<FormatB> b, matrix_view<Out> c,
+                                 float alpha = 1.0f, float beta = 0.0f) {
+  kernels::gemm_program<FormatA, FormatB, Out, Shape> program;
+  std::size_t ctas = 0;
+  if (status s = detail::prepare_gemm<Shape>(a, b, c, alpha, beta, program, ctas); !s || ctas == 0)
+    return s;
+  return runner.run_looped(program, ctas);
+}
+
+/// What the shifted GEMM needs of a block-scaled MMA path: the block format its tensor core
+/// takes, onto which the operands' scales are shifted. One specialisation per path; a new
+/// block-scaled MMA (another architecture's) is a path, its warp tile and a specialisation here.
+template <class Path>
+struct shifted_mma {
+  static_assert(warp::detail::always_false<Path>::value,
+                "shifted_mma: no block-scaled MMA for this path");
+};
+template <>
+struct shifted_mma<warp::block_scaled_path> {
+  using format = nvfp4; ///< kind::mxf4nvf4 with UE4M3 scales per 16 elements
+};
+
+/// Whether an operand of `Format` can take the shifted GEMM on `Path`'s MMA (shifts_onto).
+template <class Format, class Path = warp::block_scaled_path>
+inline constexpr bool shifted_gemm_format = shifts_onto<Format, typename shifted_mma<Path>::format>;
+
+/// Shifts q's block scales onto the scale format of `Path`'s MMA (block/scale_shift.hpp's rule,
+/// the host's `shift_scales` bit for bit): every row's codes and shift and every 128-row tile's
+/// flag into `out`, whose arrays have `shifted_storage_for<Format>(q.shape())` bytes. Reads the
+/// scales only. Errors, before anything runs: a null array (for a matrix with rows) or a
+/// view check_view refuses, a grid beyond 2^31 - 1 CTAs.
+template <class Path = warp::block_scaled_path, class Runner, class Format>
+[[nodiscard]] status launch_shift_scales(Runner& runner, const_quantized_view<Format> q,
+                                         shifted_scales out,
+                                         shift_target target = shift_target::normals) {
+  using native = typename shifted_mma<Path>::format;
+  static_assert(shifted_gemm_format<Format, Path>,
+                "launch_shift_scales: the operand's scales do not shift onto the MMA's "
+                "(same elements and block size, unsigned scales with the same mantissa)");
+  if (q.rows() == 0)
+    return {};
+  if (out.codes == nullptr || out.shifts == nullptr || out.tiles == nullptr)
+    return {errc::invalid_argument,
+            "shift_scales: out.codes, out.shifts and out.tiles must not be null"};
+  if (status s = detail::check_view("shift_scales", "q", q); !s)
+    return s;
+  const std::size_t ctas = (q.rows() + shift_tile_rows - 1) / shift_tile_rows;
+  if (ctas > 0x7FFFFFFFu)
+    return {errc::too_large,
+            "shift_scales: " + std::to_string(ctas) + " tiles of 128 rows, more than a grid holds"};
+  kernels::shift_scales_program<Format, native> program;
+  program.q = q;
+  program.out = out;
+  program.target = target;
+  return runner.run(program, ctas);
+}
+
+/// The shifted GEMM: C = alpha · A · Bᵀ + beta · C for operands whose scales do not fit the
+/// block-scaled MMA as they are (UE5M3-FP4, and NVFP4 beside it), with their shifted scales `sa`
+/// and `sb` (launch_shift_scales). Two launches over the same 128 × 128 tiles of C:
+/// - `NativeShape` (a block-scaled path) computes every tile whose rows of A and of B all fit,
+///   on the MMA with the shifted codes, and multiplies each C[m, n] back by
+///   2^(shift_a[m] + shift_b[n]) in the epilogue: the bits of the same MMA on the original scales
+///   (docs/scale_shift.md);
+/// - `FallbackShape` (a BF16 path) computes every other tile from the original operands.
+/// Each tile of C is written once. Errors, before anything runs: launch_gemm's, for either
+/// launch, and null shifted arrays.
+template <class NativeShape, class FallbackShape, class Runner, class FormatA, class FormatB,
+          class Out>
+[[nodiscard]] status launch_gemm_shifted(Runner& runner, const_quantized_view<FormatA> a,
+                                         const_shifted_scales sa, const_quantized_view<FormatB> b,
+                                         const_shifted_scales sb, matrix_view<Out> c,
+                                         float alpha = 1.0f, float beta = 0.0f) {
+  using native = typename shifted_mma<typename NativeShape::path>::format;
+  static_assert(shifted_gemm_format<FormatA, typename NativeShape::path> &&
+                    shifted_gemm_format<FormatB, typename NativeShape::path>,
+                "launch_gemm_shifted: an operand's scales do not shift onto the MMA's");
+  static_assert(
+      NativeShape::block_m == shift_tile_rows && NativeShape::block_n == shift_tile_rows &&
+          FallbackShape::block_m == shift_tile_rows && FallbackShape::block_n == shift_tile_rows,
+      "launch_gemm_shifted: both shapes have the shifted scales' 128 × 128 tiles");
+  const auto null = [](const const_shifted_scales& s) {
+    return s.codes == nullptr || s.shifts == nullptr || s.tiles == nullptr;
+  };
+  if ((a.rows() != 0 && null(sa)) || (b.rows() != 0 && null(sb)))
+    return {errc::invalid_argument, "gemm: a_shifted and b_shifted need codes, shifts and tiles "
+                                    "(launch_shift_scales fills them)"};
+  kernels::gemm_program<FormatA, FormatB, Out, FallbackShape> fallback;
+  std::size_t ctas = 0;
+  if (status s = detail::prepare_gemm<FallbackShape>(a, b, c, alpha, beta, fallback, ctas);
+      !s || ctas == 0)
+    return s;
+  kernels::gemm_program<native, native, Out, NativeShape> shifted;
+  if (status s = detail::prepare_gemm<NativeShape>(shifted_operand<native>(a, sa),
+                                                   shifted_operand<native>(b, sb), c, alpha, beta,
+                                                   shifted, ctas);
+      !s)
+    return s;
+  shifted.shift_a = sa.shifts;
+  shifted.shift_b = sb.shifts;
+  shifted.tiles_a = fallback.tiles_a = sa.tiles;
+  shifted.tiles_b = fallback.tiles_b = sb.tiles;
+  shifted.fitting_tiles = true;
+  fallback.fitting_tiles = false;
+  if (status s = runner.run_looped(shifted, ctas); !s)
+    return s;
+  return runner.run_looped(fallback, ctas);
 }
 
 /// Split-K for the warpgroup-MMA GEMMs: `splits` CTAs share each tile of C along K (a decode's

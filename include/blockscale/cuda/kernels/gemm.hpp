@@ -19,8 +19,9 @@
 /// byte by byte instead.
 ///
 /// Epilogue, per element, in double as the reference GEMM (host/gemm_reference.hpp):
-/// t = s_dec_a · s_dec_b · 2^accumulator_exponent, p = t · acc, r = alpha · p (beta == 0, C not
-/// read) or fma(alpha, p, beta · C); C = r rounded once to the output type.
+/// t = s_dec_a · s_dec_b · 2^accumulator_exponent (times 2^(shift_a[m] + shift_b[n]) for the
+/// shifted GEMM), p = t · acc, r = alpha · p (beta == 0, C not read) or fma(alpha, p, beta · C);
+/// C = r rounded once to the output type.
 #pragma once
 
 #include <cmath>
@@ -30,6 +31,7 @@
 
 #include "../../block/matrix_view.hpp"
 #include "../../block/quantized_view.hpp"
+#include "../../detail/bits.hpp"
 #include "../../numeric/half.hpp"
 #include "../warp.hpp"
 #include "../warp/tile.hpp"
@@ -69,6 +71,20 @@ struct gemm_operand_layout {
   static constexpr int bytes = element_bytes + scale_bytes; ///< a multiple of 16
   static_assert(bytes % 16 == 0 && scale_stride % 4 == 0, "stage buffers stay 16-byte aligned");
 };
+
+namespace detail {
+/// Whether this compilation pass is a device pass without the MMA of `Path`: the block-scaled
+/// path outside sm_120a (and sm_121a). There the program is a trap and nothing else, which keeps
+/// such passes small and free of dead code.
+template <class Path>
+BLOCKSCALE_HOST_DEVICE constexpr bool pass_lacks_mma() noexcept {
+#if defined(__CUDA_ARCH__) && !BLOCKSCALE_CUDA_HAS_BLOCK_SCALED_MMA
+  return std::is_same<Path, warp::block_scaled_path>::value;
+#else
+  return false;
+#endif
+}
+} // namespace detail
 
 template <class FormatA, class FormatB, class Out, class Shape>
 struct gemm_program {
@@ -110,16 +126,46 @@ struct gemm_program {
   bool wide_copies = true;   ///< 16-byte element copies (rows a multiple of 16 bytes)
   bool scale_words_a = true; ///< four scale codes per copy (else byte loads)
   bool scale_words_b = true;
+  /// The shifted GEMM (launch_gemm_shifted): C[m, n] times 2^(shift_a[m] + shift_b[n]) in the
+  /// epilogue (null: no shifts).
+  const std::int8_t* shift_a = nullptr;
+  const std::int8_t* shift_b = nullptr;
+  /// The shifted GEMM's two launches: with `tiles_a` set, only the CTA tiles whose 128-row tiles
+  /// of A and of B both fit (`fitting_tiles`) or not (else), by the flags of
+  /// `basic_shifted_scales::tiles`; the other CTAs do nothing.
+  const std::uint8_t* tiles_a = nullptr;
+  const std::uint8_t* tiles_b = nullptr;
+  bool fitting_tiles = true;
 
-  BLOCKSCALE_HOST_DEVICE int steps(cta_coord) const noexcept { return static_cast<int>(k_tiles); }
+  /// Whether this launch computes the tile of `cta`.
+  BLOCKSCALE_HOST_DEVICE bool computes(cta_coord cta) const noexcept {
+    if (tiles_a == nullptr)
+      return true;
+    const bool fits = tiles_a[cta.index / tiles_n] != 0 && tiles_b[cta.index % tiles_n] != 0;
+    return fits == fitting_tiles;
+  }
+
+  BLOCKSCALE_HOST_DEVICE int steps(cta_coord cta) const noexcept {
+    if constexpr (detail::pass_lacks_mma<path>())
+      return 0;
+    else
+      return computes(cta) ? static_cast<int>(k_tiles) : 0;
+  }
 
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void begin(const Warp& warp, cta_coord cta, shared_storage& shared,
                                     warp_state<Warp>& state) const {
+#if defined(__CUDA_ARCH__)
+    if constexpr (detail::pass_lacks_mma<path>()) {
+      __trap(); // this pass has no block-scaled MMA: check BLOCKSCALE_CUDA_HAS_BLOCK_SCALED_MMA
+      return;
+    }
+#endif
     tile::clear(warp, state.acc);
+    const bool computed = computes(cta);
     BLOCKSCALE_UNROLL
     for (int s = 0; s < stages - 1; ++s) {
-      if (static_cast<std::uint32_t>(s) < k_tiles)
+      if (computed && static_cast<std::uint32_t>(s) < k_tiles)
         load_tile(warp, cta, shared, s);
       warp.commit_async();
     }
@@ -128,7 +174,9 @@ struct gemm_program {
   template <int Phase, class Warp>
   BLOCKSCALE_HOST_DEVICE void step(const Warp& warp, cta_coord cta, shared_storage& shared,
                                    warp_state<Warp>& state, int s) const {
-    if constexpr (Phase == 0) {
+    if constexpr (detail::pass_lacks_mma<path>()) {
+      (void)warp, (void)cta, (void)shared, (void)state, (void)s;
+    } else if constexpr (Phase == 0) {
       warp.template wait_async<stages - 2>(); // tile s has landed (for this thread's copies)
     } else if constexpr (Phase == 1) {
       const int next = s + stages - 1; // refills the buffer every warp finished with
@@ -151,7 +199,11 @@ struct gemm_program {
   template <class Warp>
   BLOCKSCALE_HOST_DEVICE void end(const Warp& warp, cta_coord cta, shared_storage&,
                                   warp_state<Warp>& state) const {
+    if constexpr (detail::pass_lacks_mma<path>())
+      return;
     warp.template wait_async<0>();
+    if (!computes(cta))
+      return;
     const std::size_t m0 = static_cast<std::size_t>(cta.index / tiles_n) * bm +
                            static_cast<std::size_t>(warp.index() / warps_n) * Shape::warp_m;
     const std::size_t n0 = static_cast<std::size_t>(cta.index % tiles_n) * bn +
@@ -170,7 +222,11 @@ struct gemm_program {
         const std::size_t col = n0 + static_cast<std::size_t>(at.col);
         if (row >= c.rows() || col >= c.cols())
           continue;
-        c(row, col) = epilogue_value(t * static_cast<double>(state.acc.tile[i][j][lane].r[r]),
+        // A shifted row pair's power of two, exact: the shifts of two 8-bit scale formats' rows
+        // stay far inside float's exponents.
+        const double f =
+            shift_a == nullptr ? t : t * ::blockscale::detail::exp2i(shift_a[row] + shift_b[col]);
+        c(row, col) = epilogue_value(f * static_cast<double>(state.acc.tile[i][j][lane].r[r]),
                                      alpha, beta, c(row, col));
       }
     });
