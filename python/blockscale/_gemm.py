@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ._native import core as _core
-from ._tensor import QuantizedTensor
+from ._tensor import QuantizedTensor, block_format_parts
 
 _EMPTY = np.zeros((0, 0), np.float32)
 
@@ -72,17 +72,29 @@ def _gemm_refusal(a: Any, b: Any) -> Optional[str]:
                     f"(gemm_reference is the exact GEMM on the host)")
     if a.elements.device != b.elements.device:
         return f"a is on {a.device} and b on {b.device}"
-    if a.format != b.format:
-        return f"a is {a.format} and b {b.format}: the device GEMM takes one format for both"
-    if a.element_format != "e2m1":
-        return f"{a.format} has {a.element_format} elements: the device GEMM takes E2M1 formats only"
     if a.shape[1] != b.shape[1]:
         return f"a is {a.shape[0]} x {a.shape[1]} but b is {b.shape[0]} x {b.shape[1]}: both need the same K"
-    if a.shape[1] % a.block_size != 0:
-        return f"K = {a.shape[1]} is not a multiple of the block size {a.block_size}"
+    refusal = _format_refusal(("a", "b"), (a.format, b.format), a.shape[1])
+    if refusal is not None:
+        return refusal
     if a.hadamard != b.hadamard or a.hadamard and \
             a.shape_info.hadamard_sign_mask != b.shape_info.hadamard_sign_mask:
         return "a and b disagree on the Hadamard transform"
+    return None
+
+
+def _format_refusal(names: tuple, formats: tuple, k: int) -> Optional[str]:
+    """Why the device GEMM refuses operands `names` of block formats `formats` over K = `k`, or
+    None: what both the quantized tensors (`gemm_takes`) and a recipe's operands before
+    quantization (blockscale.torch) decide it by."""
+    (name_a, name_b), (format_a, format_b) = names, formats
+    if format_a != format_b:
+        return f"{name_a} is {format_a} and {name_b} {format_b}: the device GEMM takes one format for both"
+    parts = block_format_parts(format_a)
+    if parts["element"] != "e2m1":
+        return f"{format_a} has {parts['element']} elements: the device GEMM takes E2M1 formats only"
+    if k % parts["block_size"] != 0:
+        return f"K = {k} is not a multiple of the block size {parts['block_size']}"
     return None
 
 

@@ -32,9 +32,9 @@ from torch import nn
 
 from . import _device
 from ._native import core as _core
-from ._gemm import gemm
+from ._gemm import _format_refusal, gemm
 from ._quantize import RULES, quantize
-from ._tensor import QuantizedTensor, block_format_parts, block_formats
+from ._tensor import QuantizedTensor, block_formats
 
 # The six GEMM operands of a linear layer, in the C++ order (training/linear.hpp's gemm_operand),
 # and whether each is quantized columnwise (the result then holds the transpose).
@@ -321,16 +321,8 @@ def _device_gemm_refusal(op_a: OperandQuantizer, ta: torch.Tensor, op_b: Operand
             return f"{op.role} is a high-precision operand of this recipe"
     if ta.device.type != "cuda" or tb.device != ta.device:
         return f"the operands are on {ta.device} and {tb.device}, not one CUDA device"
-    fa, fb = op_a.spec.format, op_b.spec.format
-    if fa != fb:
-        return f"{op_a.role} is {fa} and {op_b.role} {fb}: the device GEMM takes one format"
-    parts = block_format_parts(fa)
-    if parts["element"] != "e2m1":
-        return f"{fa} has {parts['element']} elements: the device GEMM takes E2M1 formats only"
     k = ta.shape[0] if op_a.columnwise else ta.shape[1]
-    if k % parts["block_size"] != 0:
-        return f"K = {k} is not a multiple of the block size {parts['block_size']}"
-    return None
+    return _format_refusal((op_a.role, op_b.role), (op_a.spec.format, op_b.spec.format), k)
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
