@@ -344,32 +344,61 @@ inline constexpr bool shifts_onto =
     Native::block_size&& detail::shiftable_scale_formats<typename Format::scale_type::format,
                                                          typename Native::scale_type::format>();
 
+/// The range of the scales of blocks kb = first, first + step, ... of row `r` of q: a part of
+/// the row, which `scale_row_range::merge` joins (a warp's lanes each take every 32nd block).
+template <class Format, class Byte>
+BLOCKSCALE_HOST_DEVICE scale_row_range<typename Format::scale_type::format>
+operand_row_range(basic_quantized_view<Format, Byte> q, std::size_t r, std::size_t first = 0,
+                  std::size_t step = 1) noexcept {
+  scale_row_range<typename Format::scale_type::format> range;
+  for (std::size_t kb = first; kb < q.blocks_per_row(); kb += step)
+    range.add(q.scales()[q.scale_index(r, kb)]);
+  return range;
+}
+
+/// The shift recorded for a row of range `range` shifted onto `Native`'s scale format: its
+/// `row_shift`, or `no_row_shift`.
+template <class Native, class From>
+BLOCKSCALE_HOST_DEVICE std::int8_t operand_row_shift(const scale_row_range<From>& range,
+                                                     shift_target target) noexcept {
+  const scale_row_shift s = row_shift<From, typename Native::scale_type::format>(range, target);
+  // No pair of 8-bit formats shifts this far; kept out of the int8 all the same.
+  return s.fits && s.shift > INT8_MIN && s.shift <= INT8_MAX ? static_cast<std::int8_t>(s.shift)
+                                                             : no_row_shift;
+}
+
+/// Writes the shifted codes of blocks kb = first, first + step, ... of row `r` of q into `codes`
+/// (q's layout) for the row's recorded `shift`: zeros where it is `no_row_shift`, and zeros in the
+/// tensor-core layout's padding blocks (kb up to a multiple of 4).
+template <class Native, class Format, class Byte>
+BLOCKSCALE_HOST_DEVICE void
+write_shifted_codes(basic_quantized_view<Format, Byte> q, std::size_t r, std::int8_t shift,
+                    std::uint8_t* codes, std::size_t first = 0, std::size_t step = 1) noexcept {
+  using from = typename Format::scale_type::format;
+  using to = typename Native::scale_type::format;
+  const std::size_t blocks = q.blocks_per_row();
+  const std::size_t padded =
+      q.layout() == scale_layout::tensor_core ? (blocks + 3) / 4 * 4 : blocks;
+  for (std::size_t kb = first; kb < padded; kb += step) {
+    const std::size_t at = q.scale_index(r, kb);
+    codes[at] = kb < blocks && shift != no_row_shift
+                    ? shift_scale_code<from, to>(q.scales()[at], shift)
+                    : std::uint8_t{0};
+  }
+}
+
 /// Row `r` of q with its scales shifted onto `Native`'s scale format: writes the row's codes into
-/// `codes` (q's layout; zeros for a row that does not fit and in the tensor-core layout's
-/// padding blocks) and returns the shift, or `no_row_shift`. The rule of `row_shift` and
-/// `shift_scale_code`, for the host pass and the device pass alike.
+/// `codes` and returns its shift, or `no_row_shift` (operand_row_range, operand_row_shift and
+/// write_shifted_codes over the whole row: the host pass; the device pass runs the same three
+/// over a warp's lanes).
 template <class Native, class Format, class Byte>
 BLOCKSCALE_HOST_DEVICE std::int8_t shift_operand_row(basic_quantized_view<Format, Byte> q,
                                                      std::size_t r, std::uint8_t* codes,
                                                      shift_target target) noexcept {
   static_assert(shifts_onto<Format, Native>, "shift_operand_row: see shifts_onto");
-  using from = typename Format::scale_type::format;
-  using to = typename Native::scale_type::format;
-  const std::size_t blocks = q.blocks_per_row();
-  scale_row_range<from> range;
-  for (std::size_t kb = 0; kb < blocks; ++kb)
-    range.add(q.scales()[q.scale_index(r, kb)]);
-  scale_row_shift s = row_shift<from, to>(range, target);
-  if (s.shift <= INT8_MIN || s.shift > INT8_MAX)
-    s.fits = false; // no pair of 8-bit formats shifts this far; kept out of the int8 all the same
-  for (std::size_t kb = 0; kb < blocks; ++kb) {
-    const std::size_t at = q.scale_index(r, kb);
-    codes[at] = s.fits ? shift_scale_code<from, to>(q.scales()[at], s.shift) : std::uint8_t{0};
-  }
-  if (q.layout() == scale_layout::tensor_core)
-    for (std::size_t kb = blocks; kb % 4 != 0; ++kb)
-      codes[q.scale_index(r, kb)] = 0;
-  return s.fits ? static_cast<std::int8_t>(s.shift) : no_row_shift;
+  const std::int8_t shift = operand_row_shift<Native>(operand_row_range(q, r), target);
+  write_shifted_codes<Native>(q, r, shift, codes);
+  return shift;
 }
 
 /// q's scales shifted onto `Native`'s scale format, on the host: every row's codes and shift and
