@@ -2,13 +2,14 @@
 # Builds blockscale (Release) and the Python package, and runs the test suite except the
 # `exhaustive` label.
 #   scripts/test.sh [--exhaustive] [--peers] [--no-python] [--benchmarks] [--cuda-archs LIST]
-#                   [--device-tests] [ctest arguments...]
+#                   [--bench-cuda-archs LIST] [--device-tests] [ctest arguments...]
 #   --exhaustive        also run the exhaustive sweeps (times: docs/testing.md)
 #   --peers             also run the torch-based peers as oracles (label peers; a cached ~6 GB venv)
 #   --no-python         skip the Python package and its tests
 #   --benchmarks        also build the benchmarks (bench/, bench/gpu/); CI does
 #   --cuda-archs LIST   the CUDA architectures the device code is compiled for (CMake's list, e.g.
 #                       "80;90;100a;120a", as CI does); default 90, or $BLOCKSCALE_CUDA_ARCHS
+#   --bench-cuda-archs LIST  those of the CUDA benchmarks (bench/gpu/) alone; default the above
 #   --device-tests      also build, on a machine without a GPU, what runs only on one or only
 #                       compiles device code: the device tests, the CUDA examples, the CUDA header
 #                       checks and the .cu package consumers (built by default only where
@@ -28,6 +29,7 @@ benchmarks=OFF
 device_tests=OFF
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then device_tests=ON; fi
 cuda_archs=${BLOCKSCALE_CUDA_ARCHS:-90}
+bench_cuda_archs=
 while (($# > 0)); do
   case $1 in
   --exhaustive) exclude=() ;;
@@ -35,16 +37,16 @@ while (($# > 0)); do
   --no-python) python=off ;;
   --benchmarks) benchmarks=ON ;;
   --device-tests) device_tests=ON ;;
-  --cuda-archs)
+  --cuda-archs | --bench-cuda-archs)
     (($# > 1)) || {
-      echo "error: --cuda-archs needs a list, e.g. --cuda-archs \"80;90\"" >&2
+      echo "error: $1 needs a list, e.g. $1 \"80;90\"" >&2
       exit 2
     }
-    cuda_archs=$2
+    if [[ $1 == --cuda-archs ]]; then cuda_archs=$2; else bench_cuda_archs=$2; fi
     shift
     ;;
   -h | --help)
-    sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
     exit 0
     ;;
   *) ctest_args+=("$1") ;;
@@ -96,7 +98,8 @@ fi
 cmake -S "$blockscale_root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBLOCKSCALE_BUILD_TESTS=ON \
   -DBLOCKSCALE_BUILD_BENCHMARKS=$benchmarks -DBLOCKSCALE_BUILD_EXAMPLES=ON \
   -DBLOCKSCALE_BUILD_DEVICE_TESTS=$device_tests \
-  "-DCMAKE_CUDA_ARCHITECTURES=$cuda_archs" "${python_args[@]}"
+  "-DCMAKE_CUDA_ARCHITECTURES=$cuda_archs" "-DBLOCKSCALE_BENCH_CUDA_ARCHITECTURES=$bench_cuda_archs" \
+  "${python_args[@]}"
 cmake --build "$build" --parallel "$blockscale_jobs"
 if [[ -n ${python_build:-} ]]; then
   if ! wait "$python_build"; then
