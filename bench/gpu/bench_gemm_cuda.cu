@@ -373,19 +373,14 @@ std::vector<bfloat16> rows_to_host(const bfloat16* from, std::size_t cols,
   return out;
 }
 
+/// The shape cuda::gemm runs for A (M = m) and B (cuda::choose_gemm), the warpgroup MMA's by M.
 template <class F>
-const char* automatic_shape(std::size_t m) {
-  constexpr bool native = std::is_same<F, nvfp4>::value || std::is_same<F, mxfp4>::value;
-  if (m > 64 && native && cuda::detail::device_has_block_scaled_mma())
-    return "gemm_block_scaled";
-  if (cuda::detail::device_has_wgmma()) // the benchmark's operands are all TMA-aligned
+std::string automatic_shape(std::size_t m, const_quantized_view<F> a, const_quantized_view<F> b,
+                            cudaStream_t stream) {
+  const cuda::gemm_route route = cuda::choose_gemm<bfloat16>(a, b, stream);
+  if (route == cuda::gemm_route::wgmma)
     return m <= 16 ? "gemm_wgmma_small" : m <= 64 ? "gemm_wgmma_medium" : "gemm_wgmma_large";
-  if (m <= 64)
-    return "gemm_small_m";
-  if (cuda::detail::fits_shared_memory<
-          cuda::kernels::gemm_program<F, F, bfloat16, cuda::gemm_large_m>>())
-    return "gemm_large_m";
-  return "gemm_large_m_in_register";
+  return cuda::gemm_route_name(route);
 }
 
 class bench {
@@ -607,7 +602,6 @@ private:
             const std::vector<std::size_t>& cols, double cublas_tflops) {
     const cudaStream_t stream = dev_.stream();
     result_row* done = row(p, operation, [&](result_row& r) {
-      r.shape = automatic_shape<F>(p.m);
       quantize_options options;
       options.layout = scale_layout::tensor_core;
       cuda::device_quantized_matrix<F> qa(quantized_shape_for(p.m, p.k, options), stream);
@@ -622,6 +616,7 @@ private:
           "cuda::quantize_into (B)");
       const auto av = std::as_const(qa).view();
       const auto bv = std::as_const(qb).view();
+      r.shape = automatic_shape<F>(p.m, av, bv, stream);
       const auto cv = matrix_view<bfloat16>::unchecked(c.data(), p.m, p.n, p.n);
       const auto call = [&] {
         check_status(cuda::gemm(av, bv, cv, 1.0f, 0.0f, stream), "cuda::gemm");

@@ -347,6 +347,10 @@ TEST_CASE("the shift pass on the device equals the host's, and the shifted GEMM 
   const auto c_view = matrix_view<float>::unchecked(c.data(), m, n, n);
   const cuda::status st = cuda::gemm_shifted(da.view(), const_shifted_scales(sa), db.view(),
                                              const_shifted_scales(sb), c_view, 1.0f, 0.0f, stream);
+  // cuda::gemm takes the shifted route exactly where gemm_shifted runs.
+  const cuda::gemm_route route = cuda::choose_gemm<float>(da.view(), db.view(), stream);
+  CHECK((route == cuda::gemm_route::shifted) == cuda::detail::device_has_block_scaled_mma());
+  CHECK(route != cuda::gemm_route::block_scaled);
   if (!cuda::detail::device_has_block_scaled_mma()) {
     CHECK(st.code() == cuda::errc::unsupported);
     WARN("this device's code has no block-scaled MMA (sm_120a): gemm_shifted not run");

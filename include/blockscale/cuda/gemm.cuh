@@ -266,34 +266,89 @@ status gemm_through_shift(const_quantized_view<FormatA> a, const_quantized_view<
 }
 } // namespace detail
 
-/// The GEMM with the shape chosen for the device, the formats and M.
+/// The kernels `gemm` chooses among (docs/cuda.md, "Shapes, and which one `gemm` chooses").
+enum class gemm_route {
+  block_scaled,       ///< gemm_block_scaled (sm_120a; NVFP4 × NVFP4, MXFP4 × MXFP4)
+  shifted,            ///< shift_scales on both operands, then gemm_shifted (sm_120a; UE5M3-FP4)
+  wgmma,              ///< launch_gemm_wgmma with gemm_wgmma_small, _medium or _large by M
+  small_m,            ///< gemm_small_m
+  large_m,            ///< gemm_large_m
+  large_m_in_register ///< gemm_large_m_in_register
+};
+
+/// The route's name, as docs/cuda.md spells it.
+constexpr const char* gemm_route_name(gemm_route route) noexcept {
+  switch (route) {
+  case gemm_route::block_scaled:
+    return "gemm_block_scaled";
+  case gemm_route::shifted:
+    return "gemm_shifted";
+  case gemm_route::wgmma:
+    return "gemm_wgmma";
+  case gemm_route::small_m:
+    return "gemm_small_m";
+  case gemm_route::large_m:
+    return "gemm_large_m";
+  case gemm_route::large_m_in_register:
+    return "gemm_large_m_in_register";
+  }
+  return "?";
+}
+
+/// What `gemm` runs for A = `a`, B = `b` and output type `Out` on the current device. The first
+/// call on a device asks it which MMAs its code has (a synchronisation, remembered).
+template <class Out, class FormatA, class FormatB>
+gemm_route choose_gemm(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b,
+                       cudaStream_t stream = nullptr) {
+  constexpr bool native_formats =
+      std::is_same<FormatA, FormatB>::value &&
+      (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value);
+  constexpr bool shifted_formats =
+      !native_formats && shifted_gemm_format<FormatA> && shifted_gemm_format<FormatB>;
+  if ((native_formats || shifted_formats) && a.rows() > 64 &&
+      detail::device_has_block_scaled_mma(stream))
+    return native_formats ? gemm_route::block_scaled : gemm_route::shifted;
+  if (kernels::wgmma_format<FormatA> && kernels::wgmma_format<FormatB> && wgmma_takes(a, b) &&
+      detail::device_has_wgmma(stream))
+    return gemm_route::wgmma;
+  if (a.rows() <= 64)
+    return gemm_route::small_m;
+  // The dequantize-once tiles need 122 KiB of shared memory: more than sm_86/89/120 give a block.
+  if (detail::fits_shared_memory<kernels::gemm_program<FormatA, FormatB, Out, gemm_large_m>>())
+    return gemm_route::large_m;
+  return gemm_route::large_m_in_register;
+}
+
+/// The GEMM with the shape chosen for the device, the formats and M (choose_gemm).
 template <class FormatA, class FormatB, class Out>
 [[nodiscard]] status gemm(const_quantized_view<FormatA> a, const_quantized_view<FormatB> b,
                           matrix_view<Out> c, float alpha = 1.0f, float beta = 0.0f,
                           cudaStream_t stream = nullptr) {
-  constexpr bool native_formats =
-      std::is_same<FormatA, FormatB>::value &&
-      (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value);
-  if constexpr (native_formats) {
-    if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
+  switch (choose_gemm<Out>(a, b, stream)) {
+  case gemm_route::block_scaled:
+    if constexpr (std::is_same<FormatA, FormatB>::value &&
+                  (std::is_same<FormatA, nvfp4>::value || std::is_same<FormatA, mxfp4>::value))
       return gemm_with_shape<gemm_block_scaled>(a, b, c, alpha, beta, stream);
-  } else if constexpr (shifted_gemm_format<FormatA> && shifted_gemm_format<FormatB>) {
-    if (a.rows() > 64 && detail::device_has_block_scaled_mma(stream))
+    break;
+  case gemm_route::shifted:
+    if constexpr (shifted_gemm_format<FormatA> && shifted_gemm_format<FormatB>)
       return detail::gemm_through_shift(a, b, c, alpha, beta, stream);
-  }
-  if constexpr (kernels::wgmma_format<FormatA> && kernels::wgmma_format<FormatB>) {
-    if (wgmma_takes(a, b) && detail::device_has_wgmma(stream))
+    break;
+  case gemm_route::wgmma:
+    if constexpr (kernels::wgmma_format<FormatA> && kernels::wgmma_format<FormatB>)
       return detail::run_wgmma_by_rows(
           stream, c.rows(), c.cols(), a.cols(), [&](auto shape, auto& runner, wgmma_split_k split) {
             return launch_gemm_wgmma<decltype(shape)>(runner, a, b, c, alpha, beta, split);
           });
-  }
-  if (a.rows() <= 64)
+    break;
+  case gemm_route::small_m:
     return gemm_with_shape<gemm_small_m>(a, b, c, alpha, beta, stream);
-  // The dequantize-once tiles need 122 KiB of shared memory: more than sm_86/89/120 give a block.
-  if (detail::fits_shared_memory<kernels::gemm_program<FormatA, FormatB, Out, gemm_large_m>>())
+  case gemm_route::large_m:
     return gemm_with_shape<gemm_large_m>(a, b, c, alpha, beta, stream);
-  return gemm_with_shape<gemm_large_m_in_register>(a, b, c, alpha, beta, stream);
+  case gemm_route::large_m_in_register:
+    return gemm_with_shape<gemm_large_m_in_register>(a, b, c, alpha, beta, stream);
+  }
+  return {errc::unsupported, "gemm: choose_gemm chose a route these formats do not have"};
 }
 
 /// Writable views convert: the same with quantized_view operands.
