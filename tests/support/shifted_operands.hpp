@@ -23,11 +23,13 @@ template <class F>
 struct host_shifted {
   std::vector<std::uint8_t> codes, tiles;
   std::vector<std::int8_t> shifts;
-  explicit host_shifted(const blockscale::quantized_shape& shape) {
+  /// Every byte starts as `sentinel`: two passes started from different sentinels agree only
+  /// on the bytes both write.
+  explicit host_shifted(const blockscale::quantized_shape& shape, std::uint8_t sentinel = 0xEE) {
     const blockscale::shifted_storage n = blockscale::shifted_storage_for<F>(shape);
-    codes.assign(n.code_bytes, 0xEE); // not zero: the pass must write every byte the GEMM reads
-    shifts.assign(n.shift_bytes, 0x55);
-    tiles.assign(n.tile_bytes, 0xEE);
+    codes.assign(n.code_bytes, sentinel);
+    shifts.assign(n.shift_bytes, static_cast<std::int8_t>(sentinel));
+    tiles.assign(n.tile_bytes, sentinel);
   }
   blockscale::shifted_scales view() { return {codes.data(), shifts.data(), tiles.data()}; }
 };

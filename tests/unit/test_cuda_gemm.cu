@@ -318,7 +318,7 @@ TEST_CASE("the shift pass on the device equals the host's, and the shifted GEMM 
   const std::uint64_t seed = fresh_seed() * 5 + 2;
   const auto a =
       quantized_spread<ue5m3_fp4>(m, k, seed, scale_layout::tensor_core, 9.0f, 22.0f, 200);
-  const auto b = quantized_spread<nvfp4>(n, k, seed + 1, scale_layout::row_major, 5.0f, 5.0f, n);
+  const auto b = quantized_spread<nvfp4>(n, k, seed + 1, scale_layout::tensor_core, 5.0f, 5.0f, n);
   const auto da = on_device(a);
   const auto db = on_device(b);
 
@@ -332,6 +332,9 @@ TEST_CASE("the shift pass on the device equals the host's, and the shifted GEMM 
   device_array<std::int8_t> shifts_a(ha.shifts.size());
   device_array<std::uint8_t> codes_b(hb.codes.size()), tiles_b(hb.tiles.size());
   device_array<std::int8_t> shifts_b(hb.shifts.size());
+  // A sentinel the host's (0xEE) is not: the bytes compare equal only where the pass writes them.
+  check(cudaMemsetAsync(codes_a.data(), 0x11, ha.codes.size(), stream));
+  check(cudaMemsetAsync(codes_b.data(), 0x11, hb.codes.size(), stream));
   const shifted_scales sa{codes_a.data(), shifts_a.data(), tiles_a.data()};
   const shifted_scales sb{codes_b.data(), shifts_b.data(), tiles_b.data()};
   require_ok(cuda::shift_scales(da.view(), sa, stream));

@@ -298,8 +298,8 @@ inline constexpr std::int8_t no_row_shift = INT8_MIN;
 /// Where one operand's shifted scales live, in caller memory on the host or the device (sizes:
 /// `shifted_storage_for`):
 /// - `codes`: the `To` codes, one per block in the operand's scale layout and storage (its
-///   `scale_bytes`); a row that does not fit, and the tensor-core layout's padding blocks, hold
-///   zeros;
+///   `scale_bytes`); a row that does not fit, and the tensor-core layout's padding (blocks and
+///   rows), hold zeros;
 /// - `shifts`: per row, its shift t (its scales are the codes times 2^t), or `no_row_shift`;
 /// - `tiles`: per `shift_tile_rows` rows (the last tile may be shorter), 1 when every row of the
 ///   tile fits, else 0.
@@ -369,7 +369,8 @@ BLOCKSCALE_HOST_DEVICE std::int8_t operand_row_shift(const scale_row_range<From>
 
 /// Writes the shifted codes of blocks kb = first, first + step, ... of row `r` of q into `codes`
 /// (q's layout) for the row's recorded `shift`: zeros where it is `no_row_shift`, and zeros in the
-/// tensor-core layout's padding blocks (kb up to a multiple of 4).
+/// tensor-core layout's padding blocks (kb up to a multiple of 4). A padding row of that layout
+/// (q.rows() <= r < the next multiple of 128) gets zeros with `no_row_shift`.
 template <class Native, class Format, class Byte>
 BLOCKSCALE_HOST_DEVICE void
 write_shifted_codes(basic_quantized_view<Format, Byte> q, std::size_t r, std::int8_t shift,
@@ -413,6 +414,9 @@ scale_shift_census shift_scales(basic_quantized_view<Format, Byte> q, shifted_sc
   scale_shift_census census;
   census.rows = q.rows();
   bool tile_fits = true;
+  if (q.layout() == scale_layout::tensor_core) // the layout's padding rows hold zeros
+    for (std::size_t r = q.rows(); r % shift_tile_rows != 0; ++r)
+      write_shifted_codes<Native>(q, r, no_row_shift, out.codes);
   for (std::size_t r = 0; r < q.rows(); ++r) {
     out.shifts[r] = shift_operand_row<Native>(q, r, out.codes, target);
     const bool fits = out.shifts[r] != no_row_shift;

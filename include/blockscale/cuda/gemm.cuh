@@ -211,6 +211,13 @@ template <class FormatA, class FormatB, class Out>
                                   const_quantized_view<FormatB> b, const_shifted_scales sb,
                                   matrix_view<Out> c, float alpha = 1.0f, float beta = 0.0f,
                                   cudaStream_t stream = nullptr) {
+  {
+    detail::checking_runner checker; // bad arguments are named as such on every device
+    if (status st = launch_gemm_shifted<gemm_block_scaled, gemm_large_m_in_register>(
+            checker, a, sa, b, sb, c, alpha, beta);
+        !st)
+      return st;
+  }
   if (!detail::device_has_block_scaled_mma(stream))
     return {errc::unsupported, "gemm_shifted: the code running on this device has no "
                                "block-scaled MMA (compile for sm_120a and run on a compute "

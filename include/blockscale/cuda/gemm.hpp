@@ -192,7 +192,7 @@ template <class Path = warp::block_scaled_path, class Runner, class Format>
 ///   (docs/scale_shift.md);
 /// - `FallbackShape` (a BF16 path) computes every other tile from the original operands.
 /// Each tile of C is written once. Errors, before anything runs: launch_gemm's, for either
-/// launch, and null shifted arrays.
+/// launch, and null shifted arrays where there is something to compute.
 template <class NativeShape, class FallbackShape, class Runner, class FormatA, class FormatB,
           class Out>
 [[nodiscard]] status launch_gemm_shifted(Runner& runner, const_quantized_view<FormatA> a,
@@ -207,17 +207,17 @@ template <class NativeShape, class FallbackShape, class Runner, class FormatA, c
       NativeShape::block_m == shift_tile_rows && NativeShape::block_n == shift_tile_rows &&
           FallbackShape::block_m == shift_tile_rows && FallbackShape::block_n == shift_tile_rows,
       "launch_gemm_shifted: both shapes have the shifted scales' 128 × 128 tiles");
-  const auto null = [](const const_shifted_scales& s) {
-    return s.codes == nullptr || s.shifts == nullptr || s.tiles == nullptr;
-  };
-  if ((a.rows() != 0 && null(sa)) || (b.rows() != 0 && null(sb)))
-    return {errc::invalid_argument, "gemm: a_shifted and b_shifted need codes, shifts and tiles "
-                                    "(launch_shift_scales fills them)"};
   kernels::gemm_program<FormatA, FormatB, Out, FallbackShape> fallback;
   std::size_t ctas = 0;
   if (status s = detail::prepare_gemm<FallbackShape>(a, b, c, alpha, beta, fallback, ctas);
       !s || ctas == 0)
     return s;
+  const auto null = [](const const_shifted_scales& s) {
+    return s.codes == nullptr || s.shifts == nullptr || s.tiles == nullptr;
+  };
+  if (null(sa) || null(sb))
+    return {errc::invalid_argument, "gemm: sa and sb need codes, shifts and tiles "
+                                    "(launch_shift_scales fills them)"};
   kernels::gemm_program<native, native, Out, NativeShape> shifted;
   if (status s = detail::prepare_gemm<NativeShape>(shifted_operand<native>(a, sa),
                                                    shifted_operand<native>(b, sb), c, alpha, beta,

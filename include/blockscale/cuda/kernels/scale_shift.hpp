@@ -7,8 +7,9 @@
 /// a warp): phase 0 has each lane take every 32nd block of the row (`operand_row_range`), merges
 /// the lanes' ranges with warp maxima, decides the row's shift (`operand_row_shift`) and has each
 /// lane write its blocks' codes (`write_shifted_codes`): the host pass's rule, split over lanes.
-/// Phase 1 has the first warp AND the warps' answers into the tile's flag. Lanes read consecutive
-/// codes of a row-major row, and four-code words of a tensor-core one.
+/// Phase 1 has the first warp AND the warps' answers into the tile's flag. The tensor-core
+/// layout's padding rows of the last tile get zero codes. A warp reads 32 consecutive codes of a
+/// row-major row at a time; of a tensor-core one, eight groups of four, 512 bytes apart.
 #pragma once
 
 #include <climits>
@@ -49,7 +50,9 @@ BLOCKSCALE_HOST_DEVICE void merge_over_warp(const Warp& warp,
     scale_row_range<From>& r = range[lane];
     r.max_code = static_cast<std::uint8_t>(largest[lane]);
     r.min_code = static_cast<std::uint8_t>(0xFFu - smallest[lane]);
-    r.min_lsb = lsb[lane] == 0u ? INT_MAX : static_cast<int>(lsb_origin - lsb[lane]);
+    r.min_lsb = lsb[lane] == 0u
+                    ? INT_MAX
+                    : static_cast<int>(lsb_origin) - static_cast<int>(lsb[lane]); // both < 2^31
     r.nonfinite = nonfinite[lane] != 0u;
   });
 }
@@ -79,8 +82,14 @@ struct shift_scales_program {
       for (int i = warp.index(); i < rows_per_cta; i += warps) {
         const std::size_t row =
             static_cast<std::size_t>(cta.index) * rows_per_cta + static_cast<std::size_t>(i);
-        if (row >= q.rows()) // rows past the matrix do not hold the tile back
-          break;
+        if (row >= q.rows()) { // rows past the matrix do not hold the tile back
+          if (q.layout() == scale_layout::tensor_core) // the layout's padding rows hold zeros
+            warp.each([&](int lane) {
+              write_shifted_codes<Native>(q, row, no_row_shift, out.codes,
+                                          static_cast<std::size_t>(lane), warp_size);
+            });
+          continue;
+        }
         lanes<Warp, scale_row_range<from>> range;
         warp.each([&](int lane) {
           range[lane] = operand_row_range(q, row, static_cast<std::size_t>(lane), warp_size);
